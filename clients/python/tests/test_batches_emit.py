@@ -1,7 +1,7 @@
 """Events and batches through the client: an emit starts the subscribed workflow's thread once
 per event id; a batch counts (dry run), then cancels exactly the threads it names (an id of no
-thread skipped, counted so), and its progress reads back; bad bodies are `BadRequest`s naming
-their field, an unknown batch a `NotFound`."""
+thread skipped, counted so), and its progress reads back; a reset forks one thread once per
+key; bad bodies are `BadRequest`s naming their field, an unknown batch or thread a `NotFound`."""
 
 from __future__ import annotations
 
@@ -65,3 +65,22 @@ def test_the_async_client_emits_and_counts_a_batch(server):
         return emitted.threads[0].created, counted.total
 
     assert asyncio.run(run()) == (True, 1)
+
+
+def test_a_reset_forks_one_thread_once_per_key_and_cancels_it(client):
+    for thread in ("rs-1", "rs-2"):
+        client.start(WORKFLOW, QUESTION, StartOptions(id=thread, delay_ms=600_000))
+    made = client.reset("rs-1", "start", key="k1")
+    assert made.thread == "rs-1.reset.k1"
+    assert client.thread("rs-1").status == "cancelled"
+    again = client.reset("rs-1", "start", key="k1")
+    assert again.thread == "rs-1.reset.k1", "the same key: the same new thread"
+    forks = [t.thread for t in client.all_threads() if t.thread.startswith("rs-1.reset.")]
+    assert forks == ["rs-1.reset.k1"], "no second fork"
+    assert client.thread("rs-2").status != "cancelled", "the other thread is untouched"
+    with pytest.raises(BadRequest) as e:
+        client.reset("rs-2", "yesterday")
+    assert e.value.field == "to"
+    with pytest.raises(NotFound) as e:
+        client.reset("nobody", "start")
+    assert e.value.field == "thread"

@@ -164,6 +164,9 @@ export class CairnClient {
   cancel(thread: string, reason?: string) { return this.control(thread, "cancel", { reason }); }
   sendInput(thread: string, value: unknown) { return this.control(thread, "input", { value }); }
   fork(thread: string, options: ForkOptions) { return this.control(thread, "fork", options); }
+  /** Forks the thread at `to` ("start", "checkpoint" or "seq:N") into a new thread and cancels
+   *  it; the answer names the new thread. The same `key` again makes no second fork. */
+  reset(thread: string, to: string, key?: string) { return this.control(thread, "reset", { to, key }); }
 
   delete(thread: string, force = false): Promise<Record<string, unknown>> {
     return this.call("DELETE", this.path(ROUTES.delete, { id: thread }, { force: force ? "true" : undefined }));

@@ -60,6 +60,7 @@ export const CONTROL_BODIES = {
   signal: ["name", "value", "dedup_key", "start"],
   fork: FORK_OPTIONS_FIELDS,
   repin: ["build"],
+  reset: ["to", "key"],
 } as const;
 export type Control = keyof typeof CONTROL_BODIES;
 export const SIGNAL_START = SIGNAL_START_FIELDS;

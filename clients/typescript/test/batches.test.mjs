@@ -46,3 +46,19 @@ test("a batch by ids counts, then cancels exactly those threads", async () => {
   await assert.rejects(client.batch("frob"), (e) => e instanceof BadRequest && e.field === "op");
   await assert.rejects(client.batchInfo("no-such-batch"), (e) => e instanceof NotFound);
 });
+
+test("a reset forks one thread once per key and cancels it", async () => {
+  const client = server.client();
+  for (const id of ["rs-1", "rs-2"]) await client.start(WORKFLOW, QUESTION, { id, delay_ms: 600_000 });
+  const made = await client.reset("rs-1", "start", "k1");
+  assert.equal(made.thread, "rs-1.reset.k1");
+  assert.equal((await client.thread("rs-1")).status, "cancelled");
+  const again = await client.reset("rs-1", "start", "k1");
+  assert.equal(again.thread, "rs-1.reset.k1", "the same key: the same new thread");
+  const forks = [];
+  for await (const t of client.allThreads()) if (t.thread.startsWith("rs-1.reset.")) forks.push(t.thread);
+  assert.deepEqual(forks, ["rs-1.reset.k1"], "no second fork");
+  assert.notEqual((await client.thread("rs-2")).status, "cancelled", "the other thread is untouched");
+  await assert.rejects(client.reset("rs-2", "yesterday"), (e) => e instanceof BadRequest && e.field === "to");
+  await assert.rejects(client.reset("nobody", "start"), (e) => e instanceof NotFound && e.field === "thread");
+});

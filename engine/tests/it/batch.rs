@@ -203,7 +203,7 @@ pub(crate) fn waiter_v(version: u32) -> Workflow<Tally> {
 }
 
 /// Starts waiter v1 threads `ids` (labelled `team` = `team`) and waits until each is parked.
-async fn waiting_v1(engine: &Engine, ids: &[&str], team: &str) {
+pub(crate) async fn waiting_v1(engine: &Engine, ids: &[&str], team: &str) {
     for id in ids {
         let options =
             StartOptions { version: Some(1), ..StartOptions::id(*id).label("team", team) };
@@ -223,7 +223,7 @@ async fn waiting_v1(engine: &Engine, ids: &[&str], team: &str) {
     }
 }
 
-async fn version_of(engine: &Engine, id: &str) -> u32 {
+pub(crate) async fn version_of(engine: &Engine, id: &str) -> u32 {
     let thread = cairn::ThreadId::new(id).unwrap();
     engine.store().thread(&thread).await.unwrap().unwrap().workflow.version
 }

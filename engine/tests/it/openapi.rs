@@ -67,6 +67,11 @@ async fn the_openapi_document_lists_every_route_and_every_documented_route_answe
     let (status, body) =
         call("GET", format!("{base}/api/threads?{query}&colour=red"), None, String::new()).await;
     assert_eq!(status, 400, "{body}");
+    // Seed 004's session reads are documented as the parameters that ask for them.
+    for (route, name) in [("/api/threads/{id}/state", "session"), ("/api/trace", "states")] {
+        let params = paths[route]["get"]["parameters"].as_array().expect("parameters");
+        assert!(params.iter().any(|p| p["name"] == name), "{route} documents {name}");
+    }
     // The refusal is the documented error body.
     assert!(doc["components"]["schemas"]["Refusal"]["properties"]["field"].is_object());
     let refusal: Refusal = wire::read(body, "refusal").unwrap();

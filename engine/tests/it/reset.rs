@@ -20,7 +20,7 @@ use crate::batch::{finished, waiter, waiting};
 use crate::common::{Tally, db, open};
 
 /// `first` (counted in `runs`, a checkpoint after it), then `wait` for a `go` signal.
-fn stages(runs: Arc<AtomicU64>) -> Workflow<Tally> {
+pub(crate) fn stages(runs: Arc<AtomicU64>) -> Workflow<Tally> {
     Workflow::<Tally>::builder("stages", 1)
         .node_with(
             "first",
@@ -49,7 +49,7 @@ async fn status(engine: &Engine, id: &str) -> ThreadStatus {
 }
 
 /// Waits until `id` waits for input, no runner holding it.
-async fn parked(engine: &Engine, id: &str) {
+pub(crate) async fn parked(engine: &Engine, id: &str) {
     let thread = ThreadId::new(id).unwrap();
     let wait = async {
         while status(engine, id).await != ThreadStatus::WaitingInput || engine.is_driven(&thread) {
@@ -59,12 +59,12 @@ async fn parked(engine: &Engine, id: &str) {
     tokio::time::timeout(Duration::from_secs(10), wait).await.expect("parked");
 }
 
-async fn thread_count(engine: &Engine) -> usize {
+pub(crate) async fn thread_count(engine: &Engine) -> usize {
     engine.store().list_threads(&ThreadFilter::default(), Page::default()).await.unwrap().len()
 }
 
 /// The reasons of `id`'s status changes to Cancelled.
-fn cancel_reasons(engine: &Engine, id: &str) -> Vec<String> {
+pub(crate) fn cancel_reasons(engine: &Engine, id: &str) -> Vec<String> {
     let store = engine.store();
     let events = store.read_since(&ThreadId::new(id).unwrap(), Seq(0), 10_000).wait().unwrap();
     let bodies = events.into_iter().map(|e| cairn::blocking::decode(store.as_ref(), e).unwrap());

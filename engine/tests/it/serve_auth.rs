@@ -231,11 +231,21 @@ async fn every_control_route_refuses_a_missing_and_a_wrong_token() {
         controls.iter().any(|r| r.method == "POST")
             && controls.iter().any(|r| r.method == "DELETE")
     );
-    let names = ["pause", "resume", "cancel", "input", "signal", "fork", "no-such-control"];
+    let names = [
+        "pause",
+        "resume",
+        "cancel",
+        "input",
+        "signal",
+        "fork",
+        "repin",
+        "reset",
+        "no-such-control",
+    ];
     for r in &controls {
         for control in names {
             let path = concrete(r.path, control);
-            let body = r#"{"value": 1, "name": "n", "at": 1}"#;
+            let body = r#"{"value": 1, "name": "n", "at": 1, "to": "start", "build": "b"}"#;
             for authorization in
                 [None, Some(wrong.as_str()), Some(short.as_str()), Some(token.as_str())]
             {

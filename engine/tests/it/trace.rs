@@ -20,6 +20,12 @@ fn say(ctx: &Ctx, from: &str, to: &str, corr: &str, id: &str, parent: Option<&st
 }
 
 fn session() -> Workflow<Tally> {
+    session_with(Arc::new(|| ()))
+}
+
+/// The session workflow, calling `after_ask` when its first node has spoken (before the child
+/// thread starts): a test moves a manual clock there.
+pub(crate) fn session_with(after_ask: Arc<dyn Fn() + Send + Sync>) -> Workflow<Tally> {
     let child = Workflow::<Tally>::builder("planning", 1)
         .node("plan", |_s: Arc<Tally>, ctx: Ctx| async move {
             say(&ctx, "planner", "coder", "c1", "m2", Some("m1"));
@@ -30,9 +36,13 @@ fn session() -> Workflow<Tally> {
         .build()
         .unwrap();
     Workflow::<Tally>::builder("session", 1)
-        .node("ask", |_s: Arc<Tally>, ctx: Ctx| async move {
-            say(&ctx, "user", "planner", "c1", "m1", None);
-            Ok(NodeOutput::update((1, "ask".to_owned())))
+        .node("ask", move |_s: Arc<Tally>, ctx: Ctx| {
+            let after_ask = after_ask.clone();
+            async move {
+                say(&ctx, "user", "planner", "c1", "m1", None);
+                after_ask();
+                Ok(NodeOutput::update((1, "ask".to_owned())))
+            }
         })
         .subgraph("plan", child, |s: &Tally| s.clone(), |_done: &Tally| (0, String::new()))
         .node("code", |_s: Arc<Tally>, ctx: Ctx| async move {
@@ -240,7 +250,8 @@ async fn a_chain_steps_through_states_and_a_session_stands_at_a_time() {
     assert_eq!(totals, [2, 2], "the root: ask and code; the child: the root's 1 and plan's");
     let created = op.state_at("s1", Some(1)).await.unwrap().meta.created_at_ms;
     let before = op.session_state_at_time("s1", created - 1).await.unwrap();
-    assert!(before.iter().all(|t| t.state.is_none()), "{before:?}");
+    assert_eq!(before.len(), 1, "the child had not started: {before:?}");
+    assert_eq!((before[0].thread.as_str(), &before[0].state), ("s1", &None));
 
     // Who talked to whom.
     let graph = cairn_tools::debug::InteractionGraph::of(&op.trace(&s1()).await.unwrap());

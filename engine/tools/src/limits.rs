@@ -41,6 +41,11 @@ pub const SERVE_BODY_BYTES_MAX: usize = 1024 * 1024;
 /// sub-workflow and child threads, at any depth.
 pub const SESSION_THREADS_MAX: usize = 1_000;
 
+/// Messages of a chain one step-through ([`Operator::replay_chain`](crate::Operator::replay_chain))
+/// folds a state for: each step holds its thread's whole state, so a longer chain is refused
+/// (read it without the states, or from a later message) rather than built in memory.
+pub const CHAIN_STATES_MAX: usize = 1_000;
+
 /// Parties (senders and addressees) one interaction graph draws at most
 /// ([`InteractionGraph::of`](crate::debug::InteractionGraph::of)); the rest are counted, not drawn.
 pub const INTERACTION_PARTIES_MAX: usize = 200;

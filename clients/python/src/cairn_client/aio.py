@@ -69,6 +69,9 @@ class AsyncClient:
     async def fork(self, thread: str, options: ForkOptions) -> Controlled:
         return await self._run(calls.fork(thread, options))
 
+    async def reset(self, thread: str, to: str, *, key: Optional[str] = None) -> Controlled:
+        return await self._run(calls.reset(thread, to, key))
+
     async def delete(self, thread: str, *, force: bool = False) -> Dict[str, Any]:
         return await self._run(calls.delete(thread, force))
 

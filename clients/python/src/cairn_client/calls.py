@@ -140,6 +140,13 @@ def fork(thread: str, options: ForkOptions) -> Call:
     return control(thread, "fork", models.body(options))
 
 
+def reset(thread: str, to: str, key: Optional[str] = None) -> Call:
+    body: Dict[str, Any] = {"to": to}
+    if key is not None:
+        body["key"] = key
+    return control(thread, "reset", body)
+
+
 def delete(thread: str, force: bool = False) -> Call:
     path = _path(routes.DELETE, {"force": "true" if force else None}, id=thread)
     return Call(routes.DELETE, path, None, lambda a: a)

@@ -104,6 +104,11 @@ class Client:
     def fork(self, thread: str, options: ForkOptions) -> Controlled:
         return self._run(calls.fork(thread, options))
 
+    def reset(self, thread: str, to: str, *, key: Optional[str] = None) -> Controlled:
+        """Forks the thread at `to` ("start", "checkpoint" or "seq:N") into a new thread and
+        cancels it; the answer names the new thread. The same `key` again makes no second fork."""
+        return self._run(calls.reset(thread, to, key))
+
     def delete(self, thread: str, *, force: bool = False) -> Dict[str, Any]:
         return self._run(calls.delete(thread, force))
 

@@ -100,6 +100,7 @@ CONTROL_BODIES = {
     "signal": ("name", "value", "dedup_key", "start"),
     "fork": ("at", "checkpoint", "update", "id", "labels", "start"),
     "repin": ("build",),
+    "reset": ("to", "key"),
 }
 
 #: Routes of the endpoint this client leaves out, and why (operator and web view routes).
@@ -108,14 +109,14 @@ NOT_COVERED = {
     ("GET", "/api/metrics"): "Prometheus text, for a scraper",
     ("GET", "/api/openapi.json"): "the document itself (the tests read it)",
     ("GET", "/api/verify"): "operator tooling (cairn verify)",
-    ("GET", "/api/threads/{id}/state"): "operator tooling (cairn state)",
+    ("GET", "/api/threads/{id}/state"): "operator tooling (cairn state, --session)",
     ("GET", "/api/threads/{id}/checkpoints"): "operator tooling (cairn checkpoints)",
     ("GET", "/api/threads/{id}/bundle"): "operator tooling (cairn bundle)",
     ("GET", "/api/threads/{id}/replay"): "operator tooling (cairn replay)",
     ("GET", "/api/resumable"): "operator tooling (cairn resumable)",
     ("GET", "/api/workflows/{id}/graph"): "operator tooling (cairn graph)",
     ("GET", "/api/trace/{id}"): "operator tooling (cairn trace)",
-    ("GET", "/api/trace"): "operator tooling (cairn trace)",
+    ("GET", "/api/trace"): "operator tooling (cairn trace, --chain --states)",
     ("GET", "/api/queues"): "operator tooling (cairn queue list)",
     ("GET", "/api/checkpoints"): "operator tooling (cairn checkpoints)",
     ("GET", "/api/checkpoints/{id}"): "operator tooling (cairn checkpoint show)",

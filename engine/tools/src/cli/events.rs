@@ -11,7 +11,7 @@ use super::EXIT_FAILED;
 use super::common::{Common, fail, open_read_only, print_json, print_text, record_of, usage};
 use super::endpoint;
 use super::table::{Table, cut, time};
-use crate::debug::rows::{EventRow, EventsPage, MessageRow, Traced};
+use crate::debug::rows::{ChainStates, EventRow, EventsPage, MessageRow, Traced};
 use crate::debug::views::{events_after, message_row};
 use crate::debug::{TraceQuery, TraceScope};
 use crate::limits::SERVE_PAGE_MAX;
@@ -240,14 +240,7 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         return chain_states(&args, wfs).await;
     }
     let through = endpoint::through(&args.common.db, |ep| {
-        let mut query: Vec<(&str, String)> = Vec::new();
-        query.extend(args.thread.iter().map(|t| ("thread", t.clone())));
-        query.extend(args.correlation_id.iter().map(|c| ("correlation_id", c.clone())));
-        query.extend(args.between.iter().map(|p| ("between", p.clone())));
-        query.extend(args.from_ms.map(|ms| ("from_ms", ms.to_string())));
-        query.extend(args.to_ms.map(|ms| ("to_ms", ms.to_string())));
-        query.extend(args.chain.iter().map(|c| ("chain", c.clone())));
-        Ok(wire::read::<Traced>(ep.get("/api/trace", &query)?, "trace")?.messages)
+        Ok(wire::read::<Traced>(ep.get("/api/trace", &trace_pairs(&args))?, "trace")?.messages)
     })?;
     let found: Vec<MessageRow> = match through {
         Some(rows) => rows,
@@ -284,6 +277,18 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     Ok(())
 }
 
+/// The query `args` describe, as `GET /api/trace` takes it.
+fn trace_pairs(args: &TraceArgs) -> Vec<(&'static str, String)> {
+    let mut query: Vec<(&str, String)> = Vec::new();
+    query.extend(args.thread.iter().map(|t| ("thread", t.clone())));
+    query.extend(args.correlation_id.iter().map(|c| ("correlation_id", c.clone())));
+    query.extend(args.between.iter().map(|p| ("between", p.clone())));
+    query.extend(args.from_ms.map(|ms| ("from_ms", ms.to_string())));
+    query.extend(args.to_ms.map(|ms| ("to_ms", ms.to_string())));
+    query.extend(args.chain.iter().map(|c| ("chain", c.clone())));
+    query
+}
+
 /// The query `args` describe.
 fn trace_query(args: &TraceArgs) -> TraceQuery {
     let scope = match args.thread.is_empty() {
@@ -299,10 +304,21 @@ fn trace_query(args: &TraceArgs) -> TraceQuery {
     query
 }
 
-/// `cairn trace --chain ID --states`: each message of the chain, then its thread's state.
+/// `cairn trace --chain ID --states`: each message of the chain, then its thread's state
+/// (through a running engine's endpoint, else from the file).
 async fn chain_states(args: &TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = super::common::open_read_only_or_copy(&args.common.db, wfs).await?;
-    let steps = crate::Operator::new(&engine).replay_chain(&trace_query(args)).await?;
+    let through = endpoint::through(&args.common.db, |ep| {
+        let mut query = trace_pairs(args);
+        query.push(("states", "1".to_owned()));
+        Ok(wire::read::<ChainStates>(ep.get("/api/trace", &query)?, "chain")?.steps)
+    })?;
+    let steps = match through {
+        Some(steps) => steps,
+        None => {
+            let engine = super::common::open_read_only_or_copy(&args.common.db, wfs).await?;
+            crate::Operator::new(&engine).replay_chain(&trace_query(args)).await?
+        }
+    };
     if args.common.json {
         return print_json(&steps);
     }

@@ -81,6 +81,7 @@ mod queue;
 mod remote;
 mod repin;
 mod replay;
+mod reset;
 mod result;
 mod schedule;
 mod serve;
@@ -171,6 +172,10 @@ enum Command {
     /// Move an unfinished thread to worker build BUILD (`--unpin`: any engine takes it), e.g.
     /// one whose build is gone (docs/patching.md); `cairn batch repin` moves many.
     Repin(repin::RepinArgs),
+    /// Reset a thread: fork it at `--to start|checkpoint|seq:N` into a new thread
+    /// (`<THREAD>.reset.<KEY>`) and cancel it; prints the new thread's id. The same `--key`
+    /// again makes no second fork (docs/batches.md); `cairn batch reset` resets many.
+    Reset(reset::ResetArgs),
     /// The workflows compiled into this binary: id, version, node count, fingerprint.
     Workflows(workflows::WorkflowsArgs),
     /// Threads that can be resumed (paused, blocked, or left unfinished by a stopped engine).
@@ -341,6 +346,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Interactions(args) => interactions::interactions(args, wfs).await?,
         Command::Versions(args) => versions::versions(args, wfs).await?,
         Command::Repin(args) => repin::repin(args, wfs).await?,
+        Command::Reset(args) => reset::reset(args, wfs).await?,
         Command::Workflows(args) => workflows::workflows(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,
         Command::Resume(args) => control::resume(args, wfs).await?,

@@ -8,7 +8,7 @@ use cairn_dsl::DynWorkflow;
 use super::common::{Common, argument_error, open_read_only, print_json, print_text, record_of};
 use super::endpoint;
 use super::table::{pretty, short_json};
-use crate::debug::rows::{StateDiff, StateRow};
+use crate::debug::rows::{SessionAt, StateDiff, StateRow};
 use crate::debug::views::state_at;
 use crate::serve::wire;
 
@@ -144,10 +144,23 @@ fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
     Ok(Found::View(wire::read(ep.get(&path, &query)?, "state")?))
 }
 
-/// `cairn state THREAD --at-time MS --session`: each thread of the session as it stood then.
+/// `cairn state THREAD --at-time MS --session`: each thread of the session as it stood then
+/// (through a running engine's endpoint, else from the file).
 async fn session(args: &StateArgs, at_ms: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = super::common::open_read_only_or_copy(&args.common.db, wfs).await?;
-    let threads = crate::Operator::new(&engine).session_state_at_time(&args.thread, at_ms).await?;
+    let through = endpoint::through(&args.common.db, |ep| {
+        let path = format!("/api/threads/{}/state", endpoint::segment(&args.thread));
+        let query = [("at_time", at_ms.to_string()), ("session", "1".to_owned())];
+        Ok(wire::read::<SessionAt>(ep.get(&path, &query)?, "session")?.threads)
+    })?;
+    let threads = match through {
+        Some(threads) => threads,
+        None => {
+            let engine = super::common::open_read_only_or_copy(&args.common.db, wfs).await?;
+            // An unknown thread is refused in the words of every other read.
+            record_of(&engine, &args.thread).await?;
+            crate::Operator::new(&engine).session_state_at_time(&args.thread, at_ms).await?
+        }
+    };
     if args.common.json {
         return print_json(&threads);
     }

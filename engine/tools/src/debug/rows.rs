@@ -70,6 +70,25 @@ pub(crate) struct Traced {
     pub messages: Vec<MessageRow>,
 }
 
+/// A session as it stood at a time, `GET /api/threads/{id}/state?at_time=MS&session=1`
+/// (`cairn state --at-time --session` reads it through an endpoint).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionAt {
+    pub thread: String,
+    pub at_time: u64,
+    pub threads: Vec<super::SessionThread>,
+}
+
+/// A chain stepped through, `GET /api/trace?chain=ID&states=1` (`cairn trace --chain --states`
+/// reads it through an endpoint).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChainStates {
+    pub chain: String,
+    pub steps: Vec<super::ChainStep>,
+}
+
 /// Every queue, `GET /api/queues` (`cairn queue list` reads it): the queues with their limits and
 /// counts, and the engine clock's time (a queue's `recent` admissions count against its rate
 /// limit until `at + period_ms`).

@@ -3,27 +3,28 @@
 //! they stood at one time, and the state after each message of a chain, step by step.
 
 use cairn_storage::ThreadId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{StateView, TraceQuery, TracedMessage};
 use crate::Operator;
-use crate::limits::SESSION_THREADS_MAX;
+use crate::limits::{CHAIN_STATES_MAX, SESSION_THREADS_MAX};
 use cairn::admin;
 use cairn::error::Error;
 
 /// One thread of a session as it stood at a time.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionThread {
     /// The thread.
     pub thread: String,
     /// The thread that started it (`None` for the session's root).
     pub parent: Option<String>,
-    /// Its state then; `None` when it had recorded nothing by then (started later).
+    /// Its state then; `None` when the root had recorded nothing by then (a thread it started
+    /// later is left out).
     pub state: Option<StateView>,
 }
 
 /// One message of a chain and the state of its thread right after it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChainStep {
     /// The message, where it was written.
     pub message: TracedMessage,
@@ -33,8 +34,9 @@ pub struct ChainStep {
 
 impl Operator {
     /// The session rooted at `root` as it stood at `at_ms` (engine clock, ms since the epoch):
-    /// the root first, then the threads it started, each after its parent, with the state each
-    /// had then.
+    /// the root first, then the threads it had started by then, each after its parent, with the
+    /// state each had then. A thread that had recorded nothing by `at_ms` (started later) is
+    /// left out, except the root, which comes with no state.
     ///
     /// # Errors
     /// [`Error::UnknownThread`] for `root`; [`Error::LimitExceeded`] past
@@ -57,6 +59,8 @@ impl Operator {
         for (thread, parent) in self.session_threads(root).await? {
             let state = match self.seq_at_time(&thread, at_ms).await? {
                 Some(seq) => Some(self.state_at(&thread, Some(seq)).await?),
+                // Not started yet: not part of the session then.
+                None if parent.is_some() => continue,
                 None => None,
             };
             out.push(SessionThread { thread, parent, state });
@@ -90,7 +94,8 @@ impl Operator {
     /// right after it: a step-through of a conversation across the threads it passed through.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when `query` names no chain; as [`Operator::trace`] and
+    /// [`Error::Invalid`] when `query` names no chain; [`Error::LimitExceeded`] for a chain
+    /// longer than [`CHAIN_STATES_MAX`] messages; as [`Operator::trace`] and
     /// [`Operator::state_at`].
     ///
     /// # Examples
@@ -110,8 +115,17 @@ impl Operator {
                 "a step-through needs a chain (its last message's id)".into(),
             ));
         }
+        let chain = self.trace(query).await?;
+        if chain.len() > CHAIN_STATES_MAX {
+            let (value, max) = (chain.len() as u64, CHAIN_STATES_MAX as u64);
+            return Err(Error::LimitExceeded {
+                limit: "messages of a chain stepped through",
+                value,
+                max,
+            });
+        }
         let mut steps = Vec::new();
-        for message in self.trace(query).await? {
+        for message in chain {
             let state = self.state_at(&message.thread, Some(message.seq)).await?;
             steps.push(ChainStep { message, state });
         }

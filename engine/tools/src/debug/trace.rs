@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use cairn_dsl::Message;
 use cairn_storage::{CorrelationQuery, EventKind, Lsn, Seq, Store, ThreadId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Operator;
 use crate::limits::{TRACE_CHAIN_MAX, TRACE_MESSAGES_MAX};
@@ -89,7 +89,7 @@ impl TraceQuery {
 }
 
 /// One message and where it was written.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TracedMessage {
     /// The thread whose log holds it.
     pub thread: String,

@@ -498,6 +498,8 @@ pub(crate) async fn messages(store: &dyn Store, correlation_id: &str) -> Result<
             "role": m.message.role,
             "to": m.message.to,
             "content": m.message.content,
+            "id": m.message.id,
+            "parent": m.message.parent,
         })
     };
     Ok(found.into_iter().map(row).collect())

@@ -1,6 +1,7 @@
-//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork|repin}` (the token is
-//! checked before, by the access layer, `super::access`). Bodies are JSON: `cancel` `{"reason"?}`,
-//! `repin` `{"build"}` (a worker build id, or `null` to unpin: `Engine::repin`), `input`
+//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork|repin|reset}` (the
+//! token is checked before, by the access layer, `super::access`). Bodies are JSON: `cancel`
+//! `{"reason"?}`, `repin` `{"build"}` (a worker build id, or `null` to unpin: `Engine::repin`),
+//! `reset` `{"to", "key"?}` (answers the new thread: `super::reset`), `input`
 //! `{"value"}`, `signal` `{"name", "value", "dedup_key"?, "start"? {"workflow", "input", "version"?, "labels"?}}` (the answer adds `"signal"`: its number, `"duplicate"` with a key, `"created"` with `start`, which creates the thread first if it does not exist), `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
 //! field that does not parse is named in the 400, as a signal the thread's workflow refuses is
 //! (`name` undeclared, `value` not of the declared type). `resume`, `input` and a started fork run the
@@ -94,8 +95,8 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::
     Option::<String>::deserialize(d)
 }
 
-/// The body of a control: cancel's, input's, signal's, fork's or repin's (pause and resume take
-/// none).
+/// The body of a control: cancel's, input's, signal's, fork's, repin's or reset's (pause and
+/// resume take none).
 pub(super) fn body_schema() -> RefOr<Schema> {
     let bodies = [
         CancelBody::schema(),
@@ -103,6 +104,7 @@ pub(super) fn body_schema() -> RefOr<Schema> {
         SignalBody::schema(),
         ForkBody::schema(),
         RepinBody::schema(),
+        super::reset::ResetBody::schema(),
     ];
     let one_of = bodies.into_iter().fold(OneOfBuilder::new(), |b, s| b.item(s));
     RefOr::T(Schema::OneOf(one_of.build()))
@@ -113,7 +115,7 @@ pub(super) async fn control(
     Segment((id, control)): Segment<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Controlled>, Reject> {
-    let known = ["pause", "resume", "cancel", "input", "signal", "fork", "repin"];
+    let known = ["pause", "resume", "cancel", "input", "signal", "fork", "repin", "reset"];
     if !known.contains(&control.as_str()) {
         return Err(Reject::not_found("control", format!("no control {control:?}")));
     }
@@ -124,6 +126,9 @@ pub(super) async fn control(
     }
     if control == "repin" {
         return repin(&engine, id, &body).await.map(Json);
+    }
+    if control == "reset" {
+        return super::reset::reset(&engine, id, &body).await.map(Json);
     }
     record_of(&engine, &id).await?;
     let thread = match control.as_str() {

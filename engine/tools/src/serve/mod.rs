@@ -35,13 +35,13 @@
 //! | GET | `/api/threads/{id}` | the thread as `cairn show` reports it |
 //! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq, with `next_since`, the thread's `status` (read first) and `first_seq`; `follow=1`: SSE until the thread ends |
 //! | GET | `/api/threads/{id}/stream?since=&redact=1` | the thread's live stream as SSE (see `stream`): `chunk` (ephemeral), `gap`, `closed` and `ended` (durable, their seq as the SSE id, so an `EventSource` resumes with `Last-Event-ID`) |
-//! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff |
+//! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff; `?at_time=MS&session=1`: `{thread, at_time, threads}`, the session as it stood then (see `session`) |
 //! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
 //! | GET | `/api/threads/{id}/result?wait_ms=` | `{thread, finished, status, output, error}`; an unfinished thread is waited for up to `wait_ms` (at most [`crate::limits::RESULT_WAIT_MS_MAX`]): a long poll |
 //! | DELETE | `/api/threads/{id}?force=` | deletes the thread whole (a control); 409 for an unfinished one without `force=true` |
 //! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
 //! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
-//! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice) |
+//! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice); `&chain=ID&states=1`: `{chain, steps}`, each message with its thread's state after it (see `session`) |
 //! | GET | `/api/queues` | every queue: limits, running and waiting threads in all and per key, admissions in the rate window, as `cairn queue list --json`, with the engine clock's `now_ms` |
 //! | GET | `/api/checkpoints?thread=&workflow=&kind=&tag=A,B&limit=&offset=` | a page of checkpoints, newest first |
 //! | GET | `/api/checkpoints/{id}` (`?redact=1`) | one checkpoint with its snapshot, as `cairn checkpoint show` |
@@ -52,7 +52,7 @@
 //! | GET | `/api/threads/{id}/promises` | every promise the thread created (`ctx.promise`): `state` `open`, or `completed` with its `value` or `error` and the `signal` that carries it |
 //! | POST | `/api/promises/{id}` | completes a promise (a control): body `{"value"}` or `{"error"}`; the same completion again 200 `duplicate: true`, another 409, an unknown id 404 |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
-//! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
+//! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork\|repin\|reset` | controls (`reset`: `{"to", "key"?}`, answers the new thread, see `reset`) |
 //! | POST, DELETE | `/api/threads/{id}/checkpoints/periodic` | asks for a periodic checkpoint (a control): body `{interval_ms, meta?}`; `DELETE` cancels it (see `checkpoint_requests`) |
 //! | POST | `/api/threads/{id}/checkpoints/at-node` | asks for a checkpoint when a node completes next (a control): body `{node, meta?}` |
 //! | POST | `/api/threads/{id}/updates/{name}?wait_ms=` | applies an update (a control): body `{args?, id?, start?}`; `{thread, id, reply, seq, duplicate, created?}` once durable (see `updates`) |
@@ -95,8 +95,10 @@ mod ops;
 mod pages;
 mod promises;
 mod queues;
+mod reset;
 pub(crate) mod results;
 mod routes;
+mod session;
 mod sse;
 mod start;
 mod stream;

@@ -106,7 +106,10 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
                 .media("text/event-stream")
         }
         ("GET", "/api/threads/{id}/state") => {
-            Doc::new("State after a seq or at a time (`diff`: {thread, from, to, changes})")
+            Doc::new(
+                "State after a seq or at a time (`diff`: {thread, from, to, changes}; \
+                 `session`: {thread, at_time, threads})",
+            )
                 .query::<StateParams>()
                 .answers::<StateRow>()
         }
@@ -127,7 +130,8 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         }
         ("GET", "/api/trace/{id}") => Doc::new("Messages carrying a correlation id"),
         ("GET", "/api/trace") => {
-            Doc::new("Messages as `cairn trace` finds them").query::<TraceParams>()
+            Doc::new("Messages as `cairn trace` finds them (`states`: {chain, steps})")
+                .query::<TraceParams>()
         }
         ("GET", "/api/queues") => Doc::new("Every queue"),
         ("GET", "/api/checkpoints") => {
@@ -135,7 +139,7 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         }
         ("GET", "/api/checkpoints/{id}") => Doc::new("One checkpoint").query::<RedactParams>(),
         ("POST", "/api/threads/{id}/{control}") => {
-            Doc::new("pause, resume, cancel, input, signal, fork or repin").body(controls::body_schema())
+            Doc::new("pause, resume, cancel, input, signal, fork, repin or reset").body(controls::body_schema())
         }
         ("POST", "/api/threads/{id}/updates/{name}") => Doc::new(
             "Applies an update; answers its reply once durable (504: not yet, resend the id)",

@@ -177,6 +177,10 @@ pub struct StateParams {
     /// Apply the bundle redaction rules (`1`).
     #[serde(default)]
     pub redact: bool,
+    /// With `at_time`: the session, the thread and every thread it had started by then
+    /// (sub-workflow and child threads, at any depth), each as it stood then (`1`).
+    #[serde(default)]
+    pub session: bool,
 }
 
 /// `GET /api/workflows/{id}/graph`.
@@ -223,6 +227,9 @@ pub struct TraceParams {
     pub to_ms: Option<u64>,
     /// The chain of parents ending at the message with this id.
     pub chain: Option<String>,
+    /// With `chain`: each message of the chain with its thread's state right after it (`1`).
+    #[serde(default)]
+    pub states: bool,
 }
 
 /// `GET /api/health`.
@@ -362,6 +369,9 @@ impl Check for TraceParams {
         if self.threads.len() > TRACE_THREADS_MAX {
             return Err(Reject::bad("thread", format!("at most {TRACE_THREADS_MAX} threads")));
         }
+        if self.states && self.chain.is_none() {
+            return Err(Reject::bad("states", "a step-through needs a chain (give chain)"));
+        }
         Ok(())
     }
 }
@@ -377,6 +387,9 @@ impl Check for StateParams {
         }
         if self.at_time.is_some() && (self.at.is_some() || self.diff.is_some()) {
             return Err(Reject::bad("at_time", "give one of at, at_time and diff"));
+        }
+        if self.session && self.at_time.is_none() {
+            return Err(Reject::bad("session", "a session is read at a time (give at_time)"));
         }
         Ok(())
     }
@@ -448,6 +461,18 @@ mod tests {
             Some("watchdog_ms")
         );
         assert_eq!(refused::<TraceParams>(&[("between", "a")]).as_deref(), Some("between"));
+        assert_eq!(refused::<TraceParams>(&[("states", "1")]).as_deref(), Some("states"));
+        assert_eq!(
+            refused::<TraceParams>(&[("chain", "m"), ("states", "x")]).as_deref(),
+            Some("states")
+        );
+        assert!(parse::<TraceParams>(&q(&[("chain", "m"), ("states", "1")])).unwrap().states);
+        assert_eq!(refused::<StateParams>(&[("session", "1")]).as_deref(), Some("session"));
+        assert_eq!(
+            refused::<StateParams>(&[("at", "1"), ("session", "1")]).as_deref(),
+            Some("session")
+        );
+        assert!(parse::<StateParams>(&q(&[("at_time", "5"), ("session", "1")])).unwrap().session);
         let trace = parse::<TraceParams>(&q(&[("thread", "a"), ("thread", "b"), ("between", "x")]));
         assert_eq!(trace.unwrap_err().field.as_deref(), Some("between"));
         let trace =
@@ -469,7 +494,7 @@ mod tests {
         #[test]
         fn any_query_is_parsed_or_refused_naming_a_field(
             pairs in proptest::collection::vec(
-                ("(status|workflow|label|limit|offset|after|since|kind|follow|redact|at|at_time|diff|version|format|thread|tag|watchdog_ms|between|correlation_id|from_ms|to_ms|chain|q|to|last|secret|redact_key|meta|checkpoints|last_events|max_payload_bytes|max_age_ms|[a-z]{0,4})",
+                ("(status|workflow|label|limit|offset|after|since|kind|follow|redact|at|at_time|diff|version|format|thread|tag|watchdog_ms|between|correlation_id|from_ms|to_ms|chain|q|to|last|secret|redact_key|meta|checkpoints|last_events|max_payload_bytes|max_age_ms|session|states|[a-z]{0,4})",
                  "[-a-z0-9_,=]{0,12}"),
                 0..5,
             )

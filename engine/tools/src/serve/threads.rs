@@ -145,6 +145,9 @@ pub(super) async fn state(
 ) -> Result<Json<Value>, Reject> {
     let engine = &app.engine;
     let record = record_of(engine, &id).await?;
+    if let (true, Some(at_ms)) = (p.session, p.at_time) {
+        return Ok(Json(super::session::at_time(&app, &id, at_ms, p.redact).await?));
+    }
     let out = match p.diff {
         Some(SeqPair(a, b)) => {
             let changes = crate::Operator::new(engine)

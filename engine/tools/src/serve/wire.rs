@@ -104,7 +104,8 @@ pub struct Started {
     pub result: Option<Finish>,
 }
 
-/// `POST /api/threads/{id}/{control}`: the thread controlled (a fork's new one) and its status.
+/// `POST /api/threads/{id}/{control}`: the thread controlled (a fork's or a reset's new one)
+/// and its status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Controlled {
     /// The thread.

@@ -30,6 +30,7 @@ mod prune;
 mod query;
 mod queue;
 mod readme;
+mod reset;
 mod resume;
 mod retention;
 mod schedule;

@@ -11,7 +11,7 @@ use crate::harness::{Spawned, copy, demo_db, on, tempdir};
 
 /// Every read command with the arguments this test compares, on the demo's three threads.
 fn reads(checkpoint: &str) -> Vec<Vec<String>> {
-    let lines: [&[&str]; 37] = [
+    let lines: [&[&str]; 44] = [
         &["threads"],
         &["threads", "--json"],
         &["threads", "--limit", "1", "--offset", "1"],
@@ -29,6 +29,8 @@ fn reads(checkpoint: &str) -> Vec<Vec<String>> {
         &["state", "demo-1", "--diff", "1", "30"],
         &["state", "demo-1", "--diff", "1", "30", "--json"],
         &["state", "demo-1", "--at-time", "99999999999999", "--json"],
+        &["state", "demo-1", "--at-time", "99999999999999", "--session", "--json"],
+        &["state", "demo-1", "--at-time", "99999999999999", "--session"],
         &["checkpoints"],
         &["checkpoints", "--json"],
         &["checkpoints", "--thread", "demo-1", "--kind", "node", "--limit", "1"],
@@ -37,6 +39,8 @@ fn reads(checkpoint: &str) -> Vec<Vec<String>> {
         &["trace"],
         &["trace", "--json", "--thread", "demo-1"],
         &["trace", "--between", "user", "classify", "--to-ms", "99999999999999"],
+        &["trace", "--thread", "demo-1", "--chain", "m1", "--states", "--json"],
+        &["trace", "--thread", "demo-1", "--chain", "m1", "--states"],
         &["verify"],
         &["verify", "--json"],
         &["replay", "demo-1"],
@@ -45,6 +49,9 @@ fn reads(checkpoint: &str) -> Vec<Vec<String>> {
         &["resumable", "--json", "--max-age", "3650d"],
         // Refusals: the same message and exit code.
         &["show", "nobody"],
+        &["state", "nobody", "--at-time", "1", "--session"],
+        &["trace", "--thread", "nobody", "--chain", "m1", "--states"],
+        &["trace", "--thread", "nobody", "--chain", "m1"],
         &["state", "demo-1", "--at", "100000"],
         &["checkpoint", "show", "999"],
         &["events", "nobody", "--json"],

@@ -55,6 +55,8 @@
       ["waiting", waiting],
       ["progress", progressBar(s)],
       ["labels", labels(s.labels)],
+      // The worker build the thread is pinned to (`cairn.build`; Repin and Unpin change it).
+      ["worker build", s.labels && s.labels["cairn.build"] ? el("span", { id: "build", class: "mono" }, s.labels["cairn.build"]) : ""],
       ["created", `${time(s.created_at_ms)} (${age(Date.now() - s.created_at_ms)} ago)`],
       ["updated", `${time(s.updated_at_ms)} (${age(Date.now() - s.updated_at_ms)} ago)`],
       ["parent", parent],
@@ -102,15 +104,16 @@
       ["time in nodes", Object.entries(t.node_ms || {}).map(([n, ms]) => `${n} ${duration(ms)}`).join(", ")],
     ]);
     // Only the controls the thread's status accepts are shown: a finished thread refuses pause,
-    // resume, cancel and input (the engine would answer 409), and is only forked.
+    // resume, cancel, input and repin (the engine would answer 409), and is only forked or reset.
     const st = s.status;
     const finished = TERMINAL.has(st);
     $("pause").hidden = finished || st === "paused";
     $("resume").hidden = st !== "paused" && st !== "blocked";
     $("cancel").hidden = finished;
     $("input").hidden = $("input-value").hidden = $("input-sep").hidden = st !== "waiting_input";
+    $("repin").hidden = $("unpin").hidden = $("repin-build").hidden = $("repin-sep").hidden = finished;
     $("finished-note").hidden = !finished;
-    if (finished) $("finished-note").textContent = `${st.replace("_", " ")}: nothing to pause, resume or cancel; fork it to run it again`;
+    if (finished) $("finished-note").textContent = `${st.replace("_", " ")}: nothing to pause, resume or cancel; fork or reset it to run it again`;
     if (!$("fork-at").value) $("fork-at").placeholder = String(s.seq);
     // The updates the thread's workflow declares, suggested in the update form.
     const names = s.updates || [];
@@ -414,8 +417,13 @@
     try {
       const r = await cairn.control(id, name, body);
       out.className = "";
+      const to = (t) => el("a", { id: `${name}-link`, href: `/ui/threads/${encodeURIComponent(t)}` }, t);
       if (name === "fork") {
-        out.replaceChildren(`forked: `, el("a", { href: `/ui/threads/${encodeURIComponent(r.thread)}` }, r.thread), ` (${r.status})`);
+        out.replaceChildren(`forked: `, to(r.thread), ` (${r.status})`);
+      } else if (name === "reset") {
+        out.replaceChildren(`reset: the new thread is `, to(r.thread), ` (${r.status}); this one is cancelled unless it had ended`);
+      } else if (name === "repin") {
+        out.textContent = body.build === null ? `unpinned: ${r.status}` : `pinned to build ${body.build}: ${r.status}`;
       } else {
         out.textContent = `${name}: ${r.status}`;
       }
@@ -441,6 +449,16 @@
     const at = Number($("fork-at").value || (summary && summary.seq));
     act("fork", { at });
   });
+  // Reset: to the start, the latest checkpoint, or a seq (the number field shows for it).
+  $("reset-to").addEventListener("change", () => { $("reset-seq").hidden = $("reset-to").value !== "seq"; });
+  $("reset").addEventListener("click", () => {
+    const point = $("reset-to").value;
+    const to = point === "seq" ? `seq:${$("reset-seq").value.trim()}` : point;
+    if (confirm(`Reset thread ${id} to ${to}? It is cancelled and goes on in a new thread.`)) act("reset", { to });
+  });
+  // Repin: to the build typed in; Unpin: any engine takes the thread.
+  $("repin").addEventListener("click", () => act("repin", { build: $("repin-build").value.trim() }));
+  $("unpin").addEventListener("click", () => act("repin", { build: null }));
   // Sends: a signal, an update, a promise's completion (forms of `cairnSend.form`'s shape).
   // After a send the summary, published events and promises are read again, and the panels
   // follow the events it causes.
