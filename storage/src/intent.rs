@@ -52,9 +52,9 @@ impl std::fmt::Debug for WriteIntents {
 }
 
 impl WriteIntents {
-    /// No intent held yet; `nudge` is called each time the count falls to zero while a group
-    /// is open (for a store implementation: wake the writer that may be waiting for the
-    /// intents to turn into writes; see [`WriteIntents::gathering`]).
+    /// No intent held yet; `nudge` is called each time the count falls to zero (for a store
+    /// implementation: wake the writer that may be waiting for the intents to turn into
+    /// writes). Cairn's redb writer says when it has no group open, and is not nudged then.
     pub fn new(nudge: impl Fn() + Send + Sync + 'static) -> Arc<WriteIntents> {
         Arc::new(WriteIntents {
             held: AtomicUsize::new(0),
