@@ -54,7 +54,7 @@ impl std::fmt::Debug for WriteIntents {
 impl WriteIntents {
     /// No intent held yet; `nudge` is called each time the count falls to zero while a group
     /// is open (for a store implementation: wake the writer that may be waiting for the
-    /// intents to turn into writes; see [`WriteIntents::gathering`]).
+    /// intents to turn into writes; see `WriteIntents::gathering`, private to this crate).
     pub fn new(nudge: impl Fn() + Send + Sync + 'static) -> Arc<WriteIntents> {
         Arc::new(WriteIntents {
             held: AtomicUsize::new(0),
