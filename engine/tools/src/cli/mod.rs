@@ -69,6 +69,7 @@ mod events;
 mod fork;
 mod graph;
 mod health;
+mod health_policy;
 mod hold;
 mod init;
 mod interactions;

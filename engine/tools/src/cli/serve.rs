@@ -8,7 +8,8 @@
 //! running by a stopped process), and from then on it admits queued threads as their queue's
 //! limits allow, runs schedules' ticks and fires timers; whatever it accepts (a start, a
 //! signal, a control) it runs. `--retention AGE` has it delete finished threads that ended at
-//! least that long ago, once a minute.
+//! least that long ago, once a minute. `--stuck-action`, `--expired-locks`, `--stuck-after-ms`
+//! and `--health-every-ms` set what its health passes do (`super::health_policy`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,6 +34,8 @@ pub struct ServeArgs {
     /// pass every minute while it serves): `cairn::RetentionPolicy::after_ms`.
     #[arg(long, value_name = "AGE", value_parser = super::control::parse_age_ms)]
     retention: Option<u64>,
+    #[command(flatten)]
+    health: super::health_policy::HealthPolicyFlags,
     #[cfg(feature = "otel")]
     #[command(flatten)]
     pub(super) otlp: super::otlp::OtlpFlag,
@@ -95,9 +98,12 @@ pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
     let options = args.endpoint.options(args.addr)?;
     let db = &args.common.db;
     let retention = args.retention.map(cairn::RetentionPolicy::after_ms);
-    let engine = open_running(db, wfs, |builder| match retention {
-        Some(policy) => builder.retention(policy),
-        None => builder,
+    let engine = open_running(db, wfs, |builder| {
+        let builder = args.health.apply(builder);
+        match retention {
+            Some(policy) => builder.retention(policy),
+            None => builder,
+        }
     })
     .await?;
     let server = serve(&engine, Some(db), options).await?;

@@ -4,7 +4,8 @@
 //!
 //! With `--addr 127.0.0.1:9464` it also serves the HTTP endpoint there (as `cairn serve`: reads,
 //! controls, and the Prometheus text of its metrics at `/metrics`), printing its address and
-//! token on stderr; `--public` and `--allow-host` as for `cairn serve`.
+//! token on stderr; `--public` and `--allow-host` as for `cairn serve`, and so are the health
+//! policy flags (`--stuck-action`, `--expired-locks`, `--stuck-after-ms`, `--health-every-ms`).
 //!
 //! On a file it is the one process that holds it: at open it resumes every unfinished thread
 //! (those left running or created by a stopped process, a created schedule), re-arms timers,
@@ -47,6 +48,8 @@ pub struct WorkerArgs {
     addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
     endpoint: super::serve::EndpointFlags,
+    #[command(flatten)]
+    health: super::health_policy::HealthPolicyFlags,
     #[cfg(feature = "otel")]
     #[command(flatten)]
     pub(super) otlp: super::otlp::OtlpFlag,
@@ -64,6 +67,7 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         .lease_ttl_ms(args.lease_ttl_ms)
         .poll_ms(args.poll_ms)
         .recovery(RecoveryPolicy::Resume);
+    let builder = args.health.apply(builder);
     let engine = with_workflows(builder, wfs).open().await.map_err(|e| open_error(db, e))?;
     let server = match options {
         Some(options) => match serve_endpoint(&engine, db, options).await {

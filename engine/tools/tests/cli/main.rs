@@ -43,6 +43,7 @@ mod signal_types;
 mod start;
 mod starting;
 mod stream;
+mod stuck;
 mod through;
 mod through_writes;
 mod update;
