@@ -79,9 +79,10 @@ struct Queue {
 /// What the acknowledger has seen durable, as published to waiters outside the runner's task
 /// ([`super::pipeline::Pipeline::durable_through`]: `start`, waiting for the creation). While
 /// the runner runs, it is published as each of the task's polls ends; once the runner is done,
-/// when this is dropped, so that its caller publishes the thread's end first: `start`'s caller,
+/// by its caller ([`Published::publish`], at the latest when this is dropped), right after the
+/// thread's end is published and before anything that waits on storage: `start`'s caller,
 /// woken once, then finds the thread's end as well (a short thread's creation, steps and end
-/// are in one commit).
+/// are in one commit), and is never held by a store that does not answer.
 pub(crate) struct Published {
     tx: Option<watch::Sender<Acked>>,
     seen: watch::Receiver<Acked>,

@@ -163,11 +163,23 @@ pub(crate) async fn drive_under(
 /// Lets `thread` go after a drive that ended with `result`: releases its claim, tells its
 /// watchers where it stands, and arms a parked thread's deadline.
 pub(super) async fn released(shell: &Shell, thread: &ThreadId, result: &Result<Exit, Error>) {
+    released_then(shell, thread, result, || {}).await;
+}
+
+/// [`released`], calling `then` once the thread is let go and its end (if it ended) published
+/// to its waiters, before anything that reads the store.
+pub(super) async fn released_then(
+    shell: &Shell,
+    thread: &ThreadId,
+    result: &Result<Exit, Error>,
+    then: impl FnOnce(),
+) {
     // A thread that ended may have freed a queue slot somebody waits for (`api/queues.rs`).
     if shell.queue_waiting.load(std::sync::atomic::Ordering::Relaxed) {
         shell.admit.notify_one();
     }
     shell.coord.release(thread);
+    then();
     match result {
         Ok(Exit::Status(s)) => {
             shell.coord.status_changed(thread, *s).await;

@@ -127,12 +127,13 @@ pub(crate) async fn start_running(
                 Err(error) => super::drive::stopped_by(&s, &id, error),
                 Ok(_) => false,
             };
-            released(&s, &id, &result).await;
+            // `start` learns its creation is durable once the thread is let go (and its end, if
+            // it ended, published): not later, after reads of a store that may not answer.
+            super::drive::released_then(&s, &id, &result, || published.publish()).await;
             if !matches!(result, Ok(Exit::Status(_))) {
                 // No status of its own to publish (stopped, refused): the stored one, read.
                 s.coord.status_changed(&id, record_status).await;
             }
-            // `start` learns its creation is durable once the status the runner left is out.
             drop(published);
             super::drive::wake_if_signalled(&s, &id, &result).await;
             if again {
