@@ -169,22 +169,14 @@ impl HandedOver {
 
     fn hand_over(&self, mut deferred: std::sync::MutexGuard<'_, Vec<Deferred>>) {
         let Some(store) = &self.store else { return };
-        let taken = std::mem::take(&mut *deferred);
-        let mut metas = Vec::with_capacity(taken.len());
-        let batches = taken
-            .into_iter()
-            .map(|d| {
-                metas.push((d.first_seq, d.step, d.at));
-                d.batch
-            })
-            .collect();
+        // The batches go to storage; what their in-flight entries say stays in the list.
+        let batches = deferred.iter_mut().map(|d| std::mem::take(&mut d.batch)).collect();
         let pending = store.append_all(batches);
         let mut queue = self.queue();
-        for (pending, (first_seq, step, at)) in pending.into_iter().zip(metas) {
+        for (pending, d) in pending.into_iter().zip(deferred.drain(..)) {
+            let (first_seq, step, at) = (d.first_seq, d.step, d.at);
             queue.batches.push_back(InFlight { pending, first_seq, step, at });
         }
-        drop(queue);
-        drop(deferred);
     }
 
     /// Batches handed over or deferred and not taken up yet.
@@ -235,8 +227,8 @@ impl Acknowledger {
     /// batches beside it, in the same task; once `work` is done, waits for the batches it left
     /// in flight (a runner stopped by an error may leave some), so that whoever waits for one
     /// learns its outcome. Returns `work`'s output and what is left to publish to waiters
-    /// outside the task, published when the caller drops it. `work` is pinned where the caller made it: a runner's future is
-    /// several KiB, not to be moved into this one.
+    /// outside the task, published when the caller drops it. `work` is pinned where the caller
+    /// made it: a runner's future is several KiB, not to be moved into this one.
     pub async fn beside<W: Future>(mut self, mut work: Pin<&mut W>) -> (W::Output, Published) {
         let handed = self.handed.clone();
         let published = Published { tx: self.published.take(), seen: self.acked.subscribe() };

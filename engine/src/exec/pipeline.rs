@@ -135,8 +135,8 @@ impl Pipeline {
     }
 
     /// Hands over a new thread's creation (`batch`, made at `now_ms`, which takes the lease and
-    /// ends at the seq the pipeline started at) as the first batch in flight: deferred with the runner's first
-    /// batches where the store takes them together, else queued now.
+    /// ends at the seq the pipeline started at) as the first batch in flight: deferred with the
+    /// runner's first batches where the store takes them together, else queued now.
     ///
     /// # Errors
     /// Storage errors of queueing it.

@@ -752,31 +752,34 @@ impl Append for RedbStore {
         Reading::ready(self.append(batch))
     }
 
-    /// One command for the writer (one wake), its writes applied in order in one group.
+    /// One command for the writer (one wake), its writes applied in order in one group; as the
+    /// trait says, the first batch refused up front ends the hand-over there.
     fn append_all(&self, batches: Vec<Batch>) -> Vec<Pending> {
-        let checked = batches.iter().try_for_each(Batch::check_limits).and_then(|()| {
-            let writer = self.inner.writer.as_ref().ok_or(Error::ReadOnly)?;
-            writer.poison.refusal().map_or(Ok(writer), Err)
-        });
-        let writer = match checked {
-            Ok(writer) => writer,
-            Err(error) => {
-                return batches.iter().map(|_| Pending::ready(Err(error.clone()))).collect();
-            }
-        };
+        let writer = self
+            .inner
+            .writer
+            .as_ref()
+            .ok_or(Error::ReadOnly)
+            .and_then(|writer| writer.poison.refusal().map_or(Ok(writer), Err));
+        let mut refused = writer.as_ref().err().cloned();
         let mut pending = Vec::with_capacity(batches.len());
         let mut writes = Vec::with_capacity(batches.len());
         for batch in batches {
-            if batch.is_empty() {
-                pending.push(Pending::ready(Ok(crate::batch::Appended::default())));
-                continue;
+            if refused.is_none() {
+                refused = batch.check_limits().err();
             }
-            let (tx, rx) = oneshot::channel();
-            pending.push(Pending::new(rx));
-            writes.push(Write::Append(batch, tx));
+            if let Some(error) = &refused {
+                pending.push(Pending::ready(Err(error.clone())));
+            } else if batch.is_empty() {
+                pending.push(Pending::ready(Ok(crate::batch::Appended::default())));
+            } else {
+                let (tx, rx) = oneshot::channel();
+                pending.push(Pending::new(rx));
+                writes.push(Write::Append(batch, tx));
+            }
         }
         // A write the writer never answers (it stopped) reads as closed through its `Pending`.
-        if !writes.is_empty() {
+        if let (Ok(writer), false) = (writer, writes.is_empty()) {
             drop(writer.tx.send(Command::Writes(writes)));
         }
         pending

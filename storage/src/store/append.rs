@@ -71,6 +71,17 @@ pub trait Append: Send + Sync + 'static {
     /// for p in pending {
     ///     assert!(p.wait().await?.bookmarks.is_empty(), "an empty batch writes nothing");
     /// }
+    /// // A batch over a limit ends the hand-over: it and the batches after it are refused,
+    /// // the one before it is written.
+    /// let t = ThreadId::new("t")?;
+    /// let guard = Guard::Absent { thread: t.clone() };
+    /// let over = Batch { guards: vec![guard; limits::BATCH_OPS_MAX + 1], ..Batch::default() };
+    /// let created = Batch { guards: vec![Guard::Absent { thread: t }], ..Batch::default() };
+    /// let mut pending = store.append_all(vec![created, over, Batch::default()]).into_iter();
+    /// assert!(pending.next().expect("first").wait().await.is_ok());
+    /// for p in pending {
+    ///     assert!(matches!(p.wait().await, Err(Error::LimitExceeded { .. })));
+    /// }
     /// # Ok(())
     /// # }
     /// ```
