@@ -158,14 +158,15 @@ impl Browser {
         self.try_eval(expression).unwrap_or_else(|e| panic!("Runtime.evaluate failed: {e}"))
     }
 
-    /// As [`Browser::eval`], or the error DevTools gave (the page navigated meanwhile, say).
+    /// As [`Browser::eval`], or why not: the error DevTools gave (the page navigated meanwhile,
+    /// say) or the exception `expression` threw.
     fn try_eval(&mut self, expression: &str) -> Result<Value, Value> {
         let r = self.try_call(
             "Runtime.evaluate",
             json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
         )?;
         if let Some(e) = r.get("exceptionDetails") {
-            panic!("{expression} threw: {e}");
+            return Err(json!({"threw": e}));
         }
         Ok(r["result"]["value"].clone())
     }
@@ -176,11 +177,17 @@ impl Browser {
     /// After `timeout`, with the page's error text and `expression`.
     pub fn wait_for(&mut self, expression: &str, timeout: Duration) -> Value {
         let deadline = Instant::now() + timeout;
+        let mut threw = Value::Null;
         loop {
-            // A page that navigates (a link clicked) drops an evaluation in flight: not yet.
+            // A page that navigates (a link clicked) drops an evaluation in flight, and one
+            // evaluated while the next document has no body yet throws: both are "not yet".
             let v = match self.try_eval(expression) {
                 Ok(v) => v,
                 Err(e) if e.to_string().contains("navigated or closed") => Value::Null,
+                Err(e) if e.get("threw").is_some() => {
+                    threw = e;
+                    Value::Null
+                }
                 Err(e) => panic!("Runtime.evaluate failed: {e}"),
             };
             let truthy = match &v {
@@ -196,7 +203,9 @@ impl Browser {
             if Instant::now() >= deadline {
                 let error = self
                     .eval("(document.getElementById('error') || {textContent: ''}).textContent");
-                panic!("waited {timeout:?} for `{expression}` (page error: {error})");
+                panic!(
+                    "waited {timeout:?} for `{expression}` (page error: {error}; last exception: {threw})"
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
