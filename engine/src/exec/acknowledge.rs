@@ -64,10 +64,24 @@ pub(crate) struct HandedOver {
     queue: Mutex<Queue>,
     /// Held from taking the deferred batches to handing them over, so that hand-overs reach
     /// storage in the order the batches were deferred.
-    deferred: Mutex<Vec<Deferred>>,
+    deferred: Mutex<KeptBack>,
     /// Where deferred batches go; `None`: nothing is deferred (see [`HandedOver::defers`]).
     store: Option<Arc<dyn Store>>,
 }
+
+/// The deferred batches, and apart what each one's [`InFlight`] is to say: the batches go to
+/// storage out of this vector, which keeps its capacity for the runner's next ones.
+#[derive(Default)]
+struct KeptBack {
+    batches: Vec<Batch>,
+    /// `(first_seq, step, at)` of each batch; `at_ms` of the oldest.
+    meta: Vec<(u64, Option<u64>, Instant)>,
+    oldest_ms: u64,
+}
+
+/// Batches a runner has in flight at most before the queue grows (a short thread's creation,
+/// steps and end are handed over together).
+const HANDED_OVER_CAPACITY: usize = 16;
 
 #[derive(Default)]
 struct Queue {
@@ -90,9 +104,14 @@ pub(crate) struct Published {
 
 impl Published {
     /// Publishes what the acknowledger has seen, waking waiters only if it changed.
-    pub fn publish(&self) {
+    pub fn publish(&mut self) {
         let Some(tx) = &self.tx else { return };
-        let now = self.seen.borrow().clone();
+        // Nothing acknowledged since the last look (one atomic load: this runs at every poll's
+        // end). Once the acknowledger is gone the channel says closed, not whether it changed.
+        if !self.seen.has_changed().unwrap_or(true) {
+            return;
+        }
+        let now = self.seen.borrow_and_update().clone();
         tx.send_if_modified(|p| {
             let changed = p.batches != now.batches || p.failed.is_some() != now.failed.is_some();
             *p = now;
@@ -130,14 +149,16 @@ impl HandedOver {
     /// A queue; batches are deferred for `store` if it is given (a store whose queueing never
     /// waits), else handed over one by one as they come.
     pub fn new(store: Option<Arc<dyn Store>>) -> HandedOver {
-        HandedOver { queue: Mutex::default(), deferred: Mutex::default(), store }
+        let batches = VecDeque::with_capacity(HANDED_OVER_CAPACITY);
+        let queue = Mutex::new(Queue { batches, idle: false });
+        HandedOver { queue, deferred: Mutex::default(), store }
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn deferred(&self) -> std::sync::MutexGuard<'_, Vec<Deferred>> {
+    fn deferred(&self) -> std::sync::MutexGuard<'_, KeptBack> {
         self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -150,10 +171,14 @@ impl HandedOver {
     /// others if the oldest was made [`DEFER_MAX_MS`] or more before it.
     pub fn defer(&self, batch: Deferred) {
         let mut deferred = self.deferred();
-        let due = deferred
-            .first()
-            .is_some_and(|first| batch.at_ms.saturating_sub(first.at_ms) >= DEFER_MAX_MS);
-        deferred.push(batch);
+        let due = if deferred.batches.is_empty() {
+            deferred.oldest_ms = batch.at_ms;
+            false
+        } else {
+            batch.at_ms.saturating_sub(deferred.oldest_ms) >= DEFER_MAX_MS
+        };
+        deferred.batches.push(batch.batch);
+        deferred.meta.push((batch.first_seq, batch.step, batch.at));
         if due {
             self.hand_over(deferred);
         }
@@ -162,26 +187,24 @@ impl HandedOver {
     /// Hands the deferred batches to storage in one hand-over and over to the acknowledger.
     pub fn flush(&self) {
         let deferred = self.deferred();
-        if !deferred.is_empty() {
+        if !deferred.batches.is_empty() {
             self.hand_over(deferred);
         }
     }
 
-    fn hand_over(&self, mut deferred: std::sync::MutexGuard<'_, Vec<Deferred>>) {
+    fn hand_over(&self, mut deferred: std::sync::MutexGuard<'_, KeptBack>) {
         let Some(store) = &self.store else { return };
-        // The batches go to storage; what their in-flight entries say stays in the list.
-        let batches = deferred.iter_mut().map(|d| std::mem::take(&mut d.batch)).collect();
+        let KeptBack { batches, meta, .. } = &mut *deferred;
         let pending = store.append_all(batches);
         let mut queue = self.queue();
-        for (pending, d) in pending.into_iter().zip(deferred.drain(..)) {
-            let (first_seq, step, at) = (d.first_seq, d.step, d.at);
+        for (pending, (first_seq, step, at)) in pending.into_iter().zip(meta.drain(..)) {
             queue.batches.push_back(InFlight { pending, first_seq, step, at });
         }
     }
 
     /// Batches handed over or deferred and not taken up yet.
     pub fn in_flight(&self) -> usize {
-        let deferred = self.deferred().len();
+        let deferred = self.deferred().batches.len();
         self.len() + deferred
     }
 
@@ -231,7 +254,7 @@ impl Acknowledger {
     /// made it: a runner's future is several KiB, not to be moved into this one.
     pub async fn beside<W: Future>(mut self, mut work: Pin<&mut W>) -> (W::Output, Published) {
         let handed = self.handed.clone();
-        let published = Published { tx: self.published.take(), seen: self.acked.subscribe() };
+        let mut published = Published { tx: self.published.take(), seen: self.acked.subscribe() };
         let out = {
             let mut acking = pin!(self.acknowledge(false));
             let mut acking_done = false;

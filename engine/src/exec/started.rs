@@ -92,7 +92,7 @@ pub(crate) async fn start_running(
     shell.tasks.spawn(
         async move {
             let _counted = counted;
-            let (result, published) = if s.tasks.is_stopping() {
+            let (result, mut published) = if s.tasks.is_stopping() {
                 // The thread stays Running and is recovered at the next open (its creation is
                 // still acknowledged, for `start`, below).
                 drop(pipeline);

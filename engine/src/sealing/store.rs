@@ -240,11 +240,11 @@ impl Append for SealingStore {
     }
     /// Sealed one by one, handed over together; one that cannot be sealed ends the hand-over
     /// as a refusal up front does (see [`Append::append_all`]).
-    fn append_all(&self, batches: Vec<Batch>) -> Vec<Pending> {
+    fn append_all(&self, batches: &mut Vec<Batch>) -> Vec<Pending> {
         let count = batches.len();
         let mut sealed = Vec::with_capacity(count);
         let mut refused = None;
-        for batch in batches {
+        for batch in batches.drain(..) {
             match self.seal_batch(batch) {
                 Ok(batch) => sealed.push(batch),
                 Err(e) => {
@@ -253,7 +253,7 @@ impl Append for SealingStore {
                 }
             }
         }
-        let mut pending = self.inner.append_all(sealed);
+        let mut pending = self.inner.append_all(&mut sealed);
         if let Some(e) = refused {
             pending.resize_with(count, || Pending::ready(Err(e.clone())));
         }

@@ -59,7 +59,7 @@ impl Append for HandOvers {
         self.alone.fetch_add(1, Ordering::SeqCst);
         self.inner.append_async(batch)
     }
-    fn append_all(&self, batches: Vec<Batch>) -> Vec<Pending> {
+    fn append_all(&self, batches: &mut Vec<Batch>) -> Vec<Pending> {
         self.together.lock().expect("lock").push(batches.len());
         self.inner.append_all(batches)
     }

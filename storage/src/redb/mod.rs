@@ -754,7 +754,7 @@ impl Append for RedbStore {
 
     /// One command for the writer (one wake), its writes applied in order in one group; as the
     /// trait says, the first batch refused up front ends the hand-over there.
-    fn append_all(&self, batches: Vec<Batch>) -> Vec<Pending> {
+    fn append_all(&self, batches: &mut Vec<Batch>) -> Vec<Pending> {
         let writer = self
             .inner
             .writer
@@ -764,7 +764,7 @@ impl Append for RedbStore {
         let mut refused = writer.as_ref().err().cloned();
         let mut pending = Vec::with_capacity(batches.len());
         let mut writes = Vec::with_capacity(batches.len());
-        for batch in batches {
+        for batch in batches.drain(..) {
             if refused.is_none() {
                 refused = batch.check_limits().err();
             }

@@ -51,7 +51,8 @@ pub trait Append: Send + Sync + 'static {
     /// As [`Append::append`].
     fn append_async(&self, batch: Batch) -> Reading<Pending>;
 
-    /// Queues `batches` in order, as one hand-over: each batch's [`Pending`], in order. A store
+    /// Takes every batch out of `batches` (leaving its capacity for the caller's next ones) and
+    /// queues them in order, as one hand-over: each batch's [`Pending`], in order. A store
     /// whose writer takes several writes at once wakes it once for them all; this default
     /// queues each through [`Append::append`] (so a full queue blocks as it does). The first
     /// batch refused up front ends the hand-over: it and every batch after it answer that
@@ -66,8 +67,10 @@ pub trait Append: Send + Sync + 'static {
     /// # async fn main() -> Result<(), Error> {
     /// let dir = tempfile::tempdir().expect("temp dir");
     /// let store = RedbStore::open(dir.path().join("cairn.db"), Options::default())?;
-    /// let pending = store.append_all(vec![Batch::default(), Batch::default()]);
+    /// let mut batches = vec![Batch::default(), Batch::default()];
+    /// let pending = store.append_all(&mut batches);
     /// assert_eq!(pending.len(), 2);
+    /// assert!(batches.is_empty(), "taken, the vector kept for the next ones");
     /// for p in pending {
     ///     assert!(p.wait().await?.bookmarks.is_empty(), "an empty batch writes nothing");
     /// }
@@ -77,7 +80,7 @@ pub trait Append: Send + Sync + 'static {
     /// let guard = Guard::Absent { thread: t.clone() };
     /// let over = Batch { guards: vec![guard; limits::BATCH_OPS_MAX + 1], ..Batch::default() };
     /// let created = Batch { guards: vec![Guard::Absent { thread: t }], ..Batch::default() };
-    /// let mut pending = store.append_all(vec![created, over, Batch::default()]).into_iter();
+    /// let mut pending = store.append_all(&mut vec![created, over, Batch::default()]).into_iter();
     /// assert!(pending.next().expect("first").wait().await.is_ok());
     /// for p in pending {
     ///     assert!(matches!(p.wait().await, Err(Error::LimitExceeded { .. })));
@@ -85,10 +88,10 @@ pub trait Append: Send + Sync + 'static {
     /// # Ok(())
     /// # }
     /// ```
-    fn append_all(&self, batches: Vec<Batch>) -> Vec<Pending> {
+    fn append_all(&self, batches: &mut Vec<Batch>) -> Vec<Pending> {
         let mut refused: Option<Error> = None;
         let mut pending = Vec::with_capacity(batches.len());
-        for batch in batches {
+        for batch in batches.drain(..) {
             let queued = match &refused {
                 Some(error) => Err(error.clone()),
                 None => self.append(batch),

@@ -111,7 +111,7 @@ impl<T: ForwardAppend> Append for T {
     fn append_async(&self, batch: Batch) -> Reading<Pending> {
         self.inner().append_async(batch)
     }
-    fn append_all(&self, batches: Vec<Batch>) -> Vec<Pending> {
+    fn append_all(&self, batches: &mut Vec<Batch>) -> Vec<Pending> {
         self.inner().append_all(batches)
     }
     fn durability(&self) -> Durability {
