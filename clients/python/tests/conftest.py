@@ -1,6 +1,7 @@
 """The fixture every test runs against: a real `cairn serve` on a fresh temporary file
 (`$CAIRN_BIN`, else the workspace's `target/debug/cairn`), stopped and restarted on the same
-address by `Server.restart`."""
+address by `Server.restart`. It is served with the key ring `Server.keys` as `CAIRN_KEYS`
+(none by default: `CAIRN_KEYS` and `CAIRN_KEYS_FILE` are not passed on)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Dict, Optional
 
 import pytest
 
@@ -30,18 +32,33 @@ def cairn_bin() -> str:
 class Server:
     """`cairn serve --db FILE --json`: its address, token and process."""
 
-    def __init__(self, db: Path):
+    def __init__(self, db: Path, keys: Optional[str] = None):
         self.db = db
         self.addr = "127.0.0.1:0"
         self.process = None
+        #: The key ring the next start serves with (`CAIRN_KEYS`, docs/encryption.md), or none.
+        self.keys = keys
         # A fresh file: `cairn serve` opens an existing database only.
-        subprocess.run([cairn_bin(), "init", "--db", str(db)], check=True,
-                       stdout=subprocess.DEVNULL)
+        self.cli("init", stdout=subprocess.DEVNULL)
         self.start()
+
+    def env(self) -> Dict[str, str]:
+        """The environment of a command on the file: this one's, with `keys` as the only ring."""
+        env = {k: v for k, v in os.environ.items() if k not in ("CAIRN_KEYS", "CAIRN_KEYS_FILE")}
+        if self.keys is not None:
+            env["CAIRN_KEYS"] = self.keys
+        return env
+
+    def cli(self, *args: str, **run) -> subprocess.CompletedProcess:
+        """`cairn ARGS... --db FILE`, which must succeed (a command that writes needs the server
+        stopped: the file is held while it serves)."""
+        return subprocess.run([cairn_bin(), *args, "--db", str(self.db)], check=True,
+                              env=self.env(), **run)
 
     def start(self) -> None:
         args = [cairn_bin(), "serve", "--db", str(self.db), "--addr", self.addr, "--json"]
-        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        env=self.env())
         line = self.process.stdout.readline()
         if not line:
             self.process.wait(10)

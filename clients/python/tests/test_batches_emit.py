@@ -1,7 +1,8 @@
 """Events and batches through the client: an emit starts the subscribed workflow's thread once
 per event id; a batch counts (dry run), then cancels exactly the threads it names (an id of no
 thread skipped, counted so), and its progress reads back; a reset forks one thread once per
-key; bad bodies are `BadRequest`s naming their field, an unknown batch or thread a `NotFound`."""
+key; a repin moves one thread's build pin and an unpin removes it; bad bodies are `BadRequest`s
+naming their field, an unknown batch or thread a `NotFound`, a finished thread a `Conflict`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import time
 
 import pytest
 
-from cairn_client import AsyncClient, BadRequest, BatchAnswer, Emitted, NotFound, StartOptions
+from cairn_client import (
+    AsyncClient, BadRequest, BatchAnswer, Conflict, Emitted, NotFound, StartOptions,
+)
 
 WORKFLOW = "research-agent"
 QUESTION = {"question": "What is a lease?"}
@@ -84,3 +87,48 @@ def test_a_reset_forks_one_thread_once_per_key_and_cancels_it(client):
     with pytest.raises(NotFound) as e:
         client.reset("nobody", "start")
     assert e.value.field == "thread"
+
+
+def test_a_repin_moves_one_threads_build_pin_and_an_unpin_removes_it(client, server):
+    for thread in ("rp-1", "rp-2"):
+        client.start(WORKFLOW, QUESTION, StartOptions(id=thread, labels={"team": "docs"},
+                                                       delay_ms=600_000))
+    before = client.thread("rp-1")
+    assert before.labels == {"team": "docs"}, "an engine without a build id pins nothing"
+    moved = client.repin("rp-1", "2026.12.2")
+    assert (moved.thread, moved.status) == ("rp-1", before.status)
+    pinned = client.thread("rp-1")
+    assert pinned.labels == {"team": "docs", "cairn.build": "2026.12.2"}
+    assert pinned.seq == before.seq + 1, "one event"
+    [event] = client.events("rp-1", since=before.seq).events
+    assert event.body == {"type": "labels_changed", "set": {"cairn.build": "2026.12.2"}}
+    assert client.thread("rp-2").labels == {"team": "docs"}, "the other thread is untouched"
+
+    for bad in ("has space", "x" * 65, ""):
+        with pytest.raises(BadRequest) as e:
+            client.repin("rp-1", bad)
+        assert (e.value.status, e.value.field) == (400, "build"), bad
+    assert client.thread("rp-1").seq == pinned.seq, "nothing written by a refusal"
+    with pytest.raises(NotFound) as e:
+        client.repin("nobody", "2026.12.2")
+    assert e.value.field == "thread"
+
+    unpinned = client.unpin("rp-1")
+    assert (unpinned.thread, unpinned.status) == ("rp-1", before.status)
+    after = client.thread("rp-1")
+    assert after.labels == {"team": "docs"} and after.seq == pinned.seq + 1
+
+    async def repin_and_unpin():
+        aio = AsyncClient(server.url, token=server.token)
+        await aio.repin("rp-2", "2027.1.1")
+        labels = (await aio.thread("rp-2")).labels
+        await aio.unpin("rp-2")
+        return labels, (await aio.thread("rp-2")).labels
+
+    assert asyncio.run(repin_and_unpin()) == ({"team": "docs", "cairn.build": "2027.1.1"},
+                                              {"team": "docs"})
+    client.cancel("rp-2")
+    with pytest.raises(Conflict) as e:
+        client.repin("rp-2", "2026.12.2")
+    assert (e.value.status, e.value.field) == (409, "thread")
+    assert client.thread("rp-2").labels == {"team": "docs"}

@@ -1,14 +1,17 @@
 """Starting, waiting, listing and controlling threads of the demo workflow `cairn serve`
-registers (`research-agent`)."""
+registers (`research-agent`); a start over the rate of a queue that drops is refused with the
+time to retry."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 
 import pytest
 
 from cairn_client import (
-    AsyncClient, BadRequest, Budgets, Client, NotFound, StartOptions, Unauthorized,
+    AsyncClient, BadRequest, Budgets, Client, NotFound, StartOptions, TooManyRequests,
+    Unauthorized,
 )
 
 WORKFLOW = "research-agent"
@@ -80,6 +83,34 @@ def test_a_start_on_a_queue_takes_key_priority_and_dedup(client: Client):
     with pytest.raises(BadRequest) as e:
         client.start(WORKFLOW, QUESTION, StartOptions(priority=3))
     assert e.value.field == "priority" and "queue" in e.value.message
+
+
+def test_a_start_over_a_rate_that_drops_is_too_many_requests_with_the_retry_time(server):
+    # A queue is defined on the file, which the serving engine holds: stop it meanwhile (a
+    # start makes a new token).
+    server.stop()
+    server.cli("queue", "define", "drops", "--rate", "1/60s", "--rate-drops",
+               stdout=subprocess.DEVNULL)
+    server.start()
+    client = server.client()
+    first = client.start(WORKFLOW, QUESTION, StartOptions(id="rate-a", queue="drops"))
+    assert (first.thread, first.created) == ("rate-a", True)
+    with pytest.raises(TooManyRequests) as e:
+        client.start(WORKFLOW, QUESTION, StartOptions(id="rate-b", queue="drops"))
+    assert e.value.status == 429 and "over its rate" in e.value.message
+    # The window is 60 s and its one start was just taken: a start fits again within it.
+    assert isinstance(e.value.retry_after_s, int) and 1 <= e.value.retry_after_s <= 60
+    with pytest.raises(NotFound):
+        client.thread("rate-b")  # the refused start wrote nothing
+
+    async def over_the_rate():
+        aio = AsyncClient(server.url, token=server.token)
+        with pytest.raises(TooManyRequests) as e:
+            await aio.start(WORKFLOW, QUESTION, StartOptions(id="rate-c", queue="drops"))
+        return e.value.retry_after_s
+
+    assert 1 <= asyncio.run(over_the_rate()) <= 60
+    assert [t.thread for t in client.all_threads()] == ["rate-a"]
 
 
 def test_pause_resume_and_cancel(client: Client):

@@ -84,7 +84,9 @@ export class CairnClient {
     } catch (e) {
       throw new TransportError(`${method} ${this.url}${path}: ${(e as Error).message}`);
     }
-    if (!answer.ok) throw refusal(answer.status, await answer.text().catch(() => ""));
+    if (!answer.ok) {
+      throw refusal(answer.status, await answer.text().catch(() => ""), answer.headers.get("Retry-After"));
+    }
     return answer;
   }
 
@@ -164,6 +166,12 @@ export class CairnClient {
   cancel(thread: string, reason?: string) { return this.control(thread, "cancel", { reason }); }
   sendInput(thread: string, value: unknown) { return this.control(thread, "input", { value }); }
   fork(thread: string, options: ForkOptions) { return this.control(thread, "fork", options); }
+  /** Pins the thread to worker build `build` (its `cairn.build` label): only an engine of that
+   *  build drives it from then on (docs/patching.md). A finished thread is a `Conflict`, a bad
+   *  build id a `BadRequest` naming `build`. */
+  repin(thread: string, build: string) { return this.control(thread, "repin", { build }); }
+  /** Removes the thread's build pin: any engine takes it. */
+  unpin(thread: string) { return this.control(thread, "repin", { build: null }); }
   /** Forks the thread at `to` ("start", "checkpoint" or "seq:N") into a new thread and cancels
    *  it; the answer names the new thread. The same `key` again makes no second fork. */
   reset(thread: string, to: string, key?: string) { return this.control(thread, "reset", { to, key }); }

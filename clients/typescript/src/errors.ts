@@ -36,8 +36,17 @@ export class Conflict extends CairnError {}
 /** 421: the `Host` is not the endpoint's address. */
 export class MisdirectedRequest extends CairnError {}
 /** 429: a start over the rate of a queue that drops such starts; its `Retry-After` says when
- * a start fits again. */
-export class TooManyRequests extends CairnError {}
+ * a start fits again (`retryAfterMs`). */
+export class TooManyRequests extends CairnError {
+  /** The answer's `Retry-After` in ms: when a start fits again (undefined when absent or, in a
+   *  browser across origins, not exposed). */
+  readonly retryAfterMs?: number;
+
+  constructor(error: string, status?: number, field?: string | null, retryAfterMs?: number) {
+    super(error, status, field);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
 /** 5xx: the endpoint failed. */
 export class ServerError extends CairnError {}
 /** 504: an update reached no step boundary of its thread within `wait_ms`. It may still be
@@ -56,8 +65,9 @@ const BY_STATUS: Record<number, typeof CairnError> = {
   429: TooManyRequests,
 };
 
-/** The typed error of an answer of HTTP status `status` whose body is `text`. */
-export function refusal(status: number, text: string): CairnError {
+/** The typed error of an answer of HTTP status `status` whose body is `text` and whose
+ * `Retry-After` header is `retryAfter` (seconds; a 429 carries it). */
+export function refusal(status: number, text: string, retryAfter?: string | null): CairnError {
   let error = text.trim() || `HTTP ${status}`;
   let field: string | null = null;
   try {
@@ -68,6 +78,10 @@ export function refusal(status: number, text: string): CairnError {
     }
   } catch {
     // Not the endpoint's JSON (a proxy's page): kept as the message.
+  }
+  if (status === 429) {
+    const seconds = retryAfter?.trim() ?? "";
+    return new TooManyRequests(error, status, field, /^\d+$/.test(seconds) ? Number(seconds) * 1000 : undefined);
   }
   const kind = status === 504 ? UpdatePending : status >= 500 ? ServerError : (BY_STATUS[status] ?? CairnError);
   return new kind(error, status, field);

@@ -1,6 +1,6 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { BadRequest, NotFound } from "../dist/index.js";
+import { BadRequest, Conflict, NotFound } from "../dist/index.js";
 import { Server } from "./server.mjs";
 
 const WORKFLOW = "research-agent";
@@ -61,4 +61,34 @@ test("a reset forks one thread once per key and cancels it", async () => {
   assert.notEqual((await client.thread("rs-2")).status, "cancelled", "the other thread is untouched");
   await assert.rejects(client.reset("rs-2", "yesterday"), (e) => e instanceof BadRequest && e.field === "to");
   await assert.rejects(client.reset("nobody", "start"), (e) => e instanceof NotFound && e.field === "thread");
+});
+
+test("a repin moves one thread's build pin and an unpin removes it", async () => {
+  const client = server.client();
+  for (const id of ["rp-1", "rp-2"]) await client.start(WORKFLOW, QUESTION, { id, labels: { team: "docs" }, delay_ms: 600_000 });
+  const before = await client.thread("rp-1");
+  assert.deepEqual(before.labels, { team: "docs" }, "an engine without a build id pins nothing");
+  const moved = await client.repin("rp-1", "2026.12.2");
+  assert.deepEqual([moved.thread, moved.status], ["rp-1", before.status]);
+  const pinned = await client.thread("rp-1");
+  assert.deepEqual(pinned.labels, { team: "docs", "cairn.build": "2026.12.2" });
+  assert.equal(pinned.seq, before.seq + 1, "one event");
+  const changed = (await client.events("rp-1", { since: before.seq })).events;
+  assert.deepEqual(changed.map((e) => e.body), [{ type: "labels_changed", set: { "cairn.build": "2026.12.2" } }]);
+  assert.deepEqual((await client.thread("rp-2")).labels, { team: "docs" }, "the other thread is untouched");
+
+  for (const bad of ["has space", "x".repeat(65), ""]) {
+    await assert.rejects(client.repin("rp-1", bad), (e) => e instanceof BadRequest && e.status === 400 && e.field === "build");
+  }
+  assert.equal((await client.thread("rp-1")).seq, pinned.seq, "nothing written by a refusal");
+  await assert.rejects(client.repin("nobody", "2026.12.2"), (e) => e instanceof NotFound && e.field === "thread");
+
+  const unpinned = await client.unpin("rp-1");
+  assert.deepEqual([unpinned.thread, unpinned.status], ["rp-1", before.status]);
+  const after = await client.thread("rp-1");
+  assert.deepEqual([after.labels, after.seq], [{ team: "docs" }, pinned.seq + 1]);
+
+  await client.cancel("rp-2");
+  await assert.rejects(client.repin("rp-2", "2026.12.2"), (e) => e instanceof Conflict && e.status === 409 && e.field === "thread");
+  assert.deepEqual((await client.thread("rp-2")).labels, { team: "docs" });
 });

@@ -1,5 +1,7 @@
 // The server every test runs against: a real `cairn serve` on a fresh temporary file
-// ($CAIRN_BIN, else the workspace's target/debug/cairn), restartable on the same address.
+// ($CAIRN_BIN, else the workspace's target/debug/cairn), restartable on the same address. It is
+// served with the key ring `server.keys` as CAIRN_KEYS (none by default: CAIRN_KEYS and
+// CAIRN_KEYS_FILE are not passed on).
 import { spawn, execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,10 +19,12 @@ export function cairnBin() {
 }
 
 export class Server {
-  static async start() {
+  /** A server on a fresh file; `keys`: the key ring it serves with (docs/encryption.md). */
+  static async start({ keys } = {}) {
     const dir = mkdtempSync(join(tmpdir(), "cairn-ts-"));
     const server = new Server(dir, join(dir, "cairn.db"));
-    execFileSync(cairnBin(), ["init", "--db", server.db], { stdio: "ignore" });
+    server.keys = keys;
+    server.cli("init");
     await server.run();
     return server;
   }
@@ -31,9 +35,22 @@ export class Server {
     this.addr = "127.0.0.1:0";
   }
 
+  /** The environment of a command on the file: this one's, with `keys` as the only ring. */
+  env() {
+    const { CAIRN_KEYS: _keys, CAIRN_KEYS_FILE: _file, ...env } = process.env;
+    return this.keys === undefined ? env : { ...env, CAIRN_KEYS: this.keys };
+  }
+
+  /** `cairn ARGS... --db FILE`, which must succeed (a command that writes needs the server
+   * stopped: the file is held while it serves). */
+  cli(...args) {
+    execFileSync(cairnBin(), [...args, "--db", this.db], { stdio: "ignore", env: this.env() });
+  }
+
   async run() {
     this.process = spawn(cairnBin(), ["serve", "--db", this.db, "--addr", this.addr, "--json"], {
       stdio: ["ignore", "pipe", "ignore"],
+      env: this.env(),
     });
     const lines = createInterface({ input: this.process.stdout });
     const [line] = await Promise.race([

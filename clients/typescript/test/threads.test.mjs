@@ -1,6 +1,6 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { BadRequest, CairnClient, Conflict, NotFound, Unauthorized } from "../dist/index.js";
+import { BadRequest, CairnClient, Conflict, NotFound, TooManyRequests, Unauthorized } from "../dist/index.js";
 import { Server } from "./server.mjs";
 
 const WORKFLOW = "research-agent";
@@ -55,6 +55,30 @@ test("every start option reaches the thread", async () => {
   assert.equal((await client.events("ts-at")).events[0].body.policy.start_at_ms, 2 ** 52);
   await assert.rejects(client.start(WORKFLOW, QUESTION, { queue: "nosuch", key: "k", priority: 1, dedup: "d" }),
     (e) => e instanceof NotFound && e.field === "queue");
+});
+
+test("a start over the rate of a queue that drops is TooManyRequests with the retry time", async () => {
+  // A server of its own: the queue is defined on the file, which the serving engine holds, so
+  // it is stopped meanwhile (a start makes a new token).
+  const own = await Server.start();
+  try {
+    await own.stop();
+    own.cli("queue", "define", "drops", "--rate", "1/60s", "--rate-drops");
+    await own.run();
+    const client = own.client();
+    const first = await client.start(WORKFLOW, QUESTION, { id: "rate-a", queue: "drops" });
+    assert.deepEqual([first.thread, first.created], ["rate-a", true]);
+    // The window is 60 s and its one start was just taken: a start fits again within it.
+    await assert.rejects(client.start(WORKFLOW, QUESTION, { id: "rate-b", queue: "drops" }),
+      (e) => e instanceof TooManyRequests && e.status === 429 && e.error.includes("over its rate")
+        && Number.isInteger(e.retryAfterMs) && e.retryAfterMs >= 1_000 && e.retryAfterMs <= 60_000);
+    await assert.rejects(client.thread("rate-b"), (e) => e instanceof NotFound, "the refused start wrote nothing");
+    const every = [];
+    for await (const t of client.allThreads()) every.push(t.thread);
+    assert.deepEqual(every, ["rate-a"]);
+  } finally {
+    await own.close();
+  }
 });
 
 test("pause, resume, cancel and delete", async () => {

@@ -69,6 +69,12 @@ class AsyncClient:
     async def fork(self, thread: str, options: ForkOptions) -> Controlled:
         return await self._run(calls.fork(thread, options))
 
+    async def repin(self, thread: str, build: str) -> Controlled:
+        return await self._run(calls.repin(thread, build))
+
+    async def unpin(self, thread: str) -> Controlled:
+        return await self._run(calls.repin(thread, None))
+
     async def reset(self, thread: str, to: str, *, key: Optional[str] = None) -> Controlled:
         return await self._run(calls.reset(thread, to, key))
 

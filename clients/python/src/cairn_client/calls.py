@@ -140,6 +140,11 @@ def fork(thread: str, options: ForkOptions) -> Call:
     return control(thread, "fork", models.body(options))
 
 
+def repin(thread: str, build: Optional[str]) -> Call:
+    # The field is required: `null` unpins.
+    return control(thread, "repin", {"build": build})
+
+
 def reset(thread: str, to: str, key: Optional[str] = None) -> Call:
     body: Dict[str, Any] = {"to": to}
     if key is not None:

@@ -104,6 +104,16 @@ class Client:
     def fork(self, thread: str, options: ForkOptions) -> Controlled:
         return self._run(calls.fork(thread, options))
 
+    def repin(self, thread: str, build: str) -> Controlled:
+        """Pins the thread to worker build `build` (its `cairn.build` label): only an engine of
+        that build drives it from then on (docs/patching.md). A finished thread is a
+        `Conflict`, a bad build id a `BadRequest` naming `build`."""
+        return self._run(calls.repin(thread, build))
+
+    def unpin(self, thread: str) -> Controlled:
+        """Removes the thread's build pin: any engine takes it."""
+        return self._run(calls.repin(thread, None))
+
     def reset(self, thread: str, to: str, *, key: Optional[str] = None) -> Controlled:
         """Forks the thread at `to` ("start", "checkpoint" or "seq:N") into a new thread and
         cancels it; the answer names the new thread. The same `key` again makes no second fork."""

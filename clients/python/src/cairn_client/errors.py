@@ -56,7 +56,13 @@ class MisdirectedRequest(CairnError):
 
 class TooManyRequests(CairnError):
     """429: a start over the rate of a queue that drops such starts (`docs/queues.md`); the
-    answer's `Retry-After` says when a start fits again."""
+    answer's `Retry-After` says when a start fits again (`retry_after_s`)."""
+
+    def __init__(self, message: str, *, status: Optional[int] = None, field: Optional[str] = None,
+                 retry_after_s: Optional[int] = None):
+        super().__init__(message, status=status, field=field)
+        #: The answer's `Retry-After`: seconds until a start fits again (None when absent).
+        self.retry_after_s = retry_after_s
 
 
 class ServerError(CairnError):
@@ -83,9 +89,10 @@ _BY_STATUS: Dict[int, Type[CairnError]] = {
 }
 
 
-def refusal(status: int, body: bytes) -> CairnError:
+def refusal(status: int, body: bytes, retry_after: Optional[str] = None) -> CairnError:
     """The typed error for an answer of HTTP status `status` with body `body` (the endpoint's
-    `{"error", "field"}`; another body is kept as the message)."""
+    `{"error", "field"}`; another body is kept as the message) and header `Retry-After`
+    `retry_after` (seconds; a 429 carries it)."""
     message, field = body.decode("utf-8", "replace").strip(), None
     try:
         parsed = json.loads(message)
@@ -97,4 +104,8 @@ def refusal(status: int, body: bytes) -> CairnError:
         return UpdatePending(message or "HTTP 504", status=status, field=field)
     if status >= 500:
         return ServerError(message, status=status, field=field)
+    if status == 429:
+        seconds = retry_after.strip() if retry_after else ""
+        return TooManyRequests(message or "HTTP 429", status=status, field=field,
+                               retry_after_s=int(seconds) if seconds.isdigit() else None)
     return _BY_STATUS.get(status, CairnError)(message or f"HTTP {status}", status=status, field=field)

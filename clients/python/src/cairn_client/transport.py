@@ -63,7 +63,7 @@ class Endpoint:
             with urllib.request.urlopen(request, timeout=self.timeout + holds_ms / 1000) as answer:
                 status, raw = answer.status, answer.read()
         except urllib.error.HTTPError as e:
-            raise refusal(e.code, e.read()) from None
+            raise refusal(e.code, e.read(), e.headers.get("Retry-After")) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             raise TransportError(f"{method} {self.base}{path}: {e}") from None
         try:
@@ -86,7 +86,7 @@ class Endpoint:
         try:
             answer = urllib.request.urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as e:
-            raise refusal(e.code, e.read()) from None
+            raise refusal(e.code, e.read(), e.headers.get("Retry-After")) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             raise TransportError(f"GET {self.base}{path}: {e}") from None
         with answer:
