@@ -86,7 +86,11 @@ pub fn ratio_line(name: &str, value: f64) -> String {
     format!("RATIO {name} {value:.2}")
 }
 
-/// A scratch directory under `parent`, removed when dropped. Benches pass
+/// Set (to anything) to keep the scratch directory and its files after the run, for a look at
+/// them: `cairn threads` on the `recovery` section's file of 100,000 threads, say.
+pub const KEEP_ENV: &str = "CAIRN_BENCH_KEEP";
+
+/// A scratch directory under `parent`, removed when dropped (unless [`KEEP_ENV`] is set). Benches pass
 /// `env!("CARGO_TARGET_TMPDIR")`, which lives on the same disk as the build (not a tmpfs `/tmp`),
 /// so fsync costs what it costs for users.
 ///
@@ -97,6 +101,7 @@ pub fn scratch_dir(parent: &Path) -> anyhow::Result<tempfile::TempDir> {
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     tempfile::Builder::new()
         .prefix("cairn-bench-")
+        .disable_cleanup(std::env::var_os(KEEP_ENV).is_some())
         .tempdir_in(parent)
         .with_context(|| format!("scratch dir in {}", parent.display()))
 }
