@@ -26,7 +26,7 @@ fn to_b() -> BatchOp {
 }
 
 /// The `cairn.build` pin of `thread` and the `labels_changed` events of that label in its log.
-fn pin_and_moves(engine: &Engine, thread: &str) -> (Option<String>, usize) {
+pub(crate) fn pin_and_moves(engine: &Engine, thread: &str) -> (Option<String>, usize) {
     let id = ThreadId::new(thread).unwrap();
     let store = engine.store();
     let record = store.thread(&id).wait().unwrap().unwrap();

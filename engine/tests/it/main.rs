@@ -128,6 +128,7 @@ mod versions_updates;
 mod web_view;
 mod web_view_batch;
 mod web_view_batch_migrate;
+mod web_view_batch_repin;
 mod web_view_chain;
 mod web_view_continued;
 mod web_view_pages;
