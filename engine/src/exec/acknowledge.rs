@@ -69,13 +69,14 @@ pub(crate) struct HandedOver {
     store: Option<Arc<dyn Store>>,
 }
 
-/// The deferred batches, and apart what each one's [`InFlight`] is to say: the batches go to
-/// storage out of this vector, which keeps its capacity for the runner's next ones.
+/// The deferred batches and, beside them, what each one's [`InFlight`] is to say.
 #[derive(Default)]
 struct KeptBack {
+    /// Handed to storage out of this vector, which keeps its capacity for the runner's next ones.
     batches: Vec<Batch>,
-    /// `(first_seq, step, at)` of each batch; `at_ms` of the oldest.
+    /// `(first_seq, step, at)` of each batch, in the same order.
     meta: Vec<(u64, Option<u64>, Instant)>,
+    /// When the oldest batch was made, by the engine's clock ([`Deferred::at_ms`]).
     oldest_ms: u64,
 }
 
