@@ -1,7 +1,7 @@
 //! What a node hands back: an optional state update and, optionally, where to go next.
 //!
 //! A node's return value is `NodeResult<U>`: `Ok(NodeOutput)` on success, or a
-//! [`NodeError`](crate::NodeError) that is either a failure (maybe retried) or a suspension
+//! [`NodeError`] that is either a failure (maybe retried) or a suspension
 //! (interrupt for human input, durable sleep, lock wait) the engine resumes later.
 
 use serde::{Deserialize, Serialize};

@@ -301,7 +301,7 @@ impl Engine {
 impl Engine {
     /// Whenever the store takes writes again after refusing them (a file store reopened its
     /// database after a failed commit: the disk had been full; see
-    /// [`cairn_storage::Append::refusals`]), runs the recovery pass of `open` again, until
+    /// [`cairn_storage::Backend::refusals`]), runs the recovery pass of `open` again, until
     /// shutdown: the threads whose runners stopped on the failure are driven on from their
     /// logs, as after a restart.
     pub(crate) fn spawn_recovery_after_refusals(&self) {

@@ -79,7 +79,7 @@ fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, paus
 }
 
 /// Waits `backoff`, and then, on a store that refuses writes as a whole after a failed commit
-/// (see [`cairn_storage::Append::refusals`]), until it takes them again.
+/// (see [`cairn_storage::Backend::refusals`]), until it takes them again.
 async fn pause_before_driving_again(shell: &Shell, backoff: std::time::Duration) {
     tokio::time::sleep(backoff).await;
     if let Some(mut refusals) = shell.store.refusals() {

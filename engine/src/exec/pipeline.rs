@@ -5,7 +5,7 @@
 //! records them), so computing ahead of durability changes nothing a crash can observe. Up to
 //! [`limits::PIPELINE_BATCHES_MAX`] batches of one thread are in flight; storage commits them in
 //! submission order, groups them into as few durable commits as it can, and each carries a
-//! [`Guard::LastSeq`](cairn_storage::Guard::LastSeq) so that a rejected batch takes every later
+//! [`Guard::LastSeq`] so that a rejected batch takes every later
 //! one with it instead of shifting their seqs.
 //!
 //! What must not run ahead is anything a crash could make visible or repeat: before a tool

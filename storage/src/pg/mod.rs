@@ -12,7 +12,7 @@
 //! server crash may lose the last few hundred milliseconds of acknowledged batches, never part
 //! of one). Every wait on the network has a deadline (`deadline.rs`): a connection that misses
 //! one is given up as one the network dropped, and the store says the database is unreachable
-//! ([`Append::database`], `cairn_database_up`) until a round trip is answered again: its check
+//! ([`Backend::database`], `cairn_database_up`) until a round trip is answered again: its check
 //! (`listen.rs`) notices a silent database within a few seconds, and meanwhile reads fail at
 //! once with [`Error::Unavailable`] naming the cause, as writes do once it has been away for
 //! [`crate::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`] (`pool.rs`, `write.rs`).

@@ -48,7 +48,7 @@ pub(crate) struct Link {
 impl Link {
     /// Blocks this thread until `request` (a request on this connection) completes. With no
     /// answer within the answer deadline ([`Timeouts::answer`]), the connection is given up:
-    /// `request` fails as on a connection the network dropped, and [`Link::is_closed`] says so.
+    /// `request` fails as on a connection the network dropped, and [`Client::is_closed`](tokio_postgres::Client::is_closed) says so.
     pub fn wait<F: Future>(&self, request: F) -> F::Output {
         self.wait_for(self.answer, request)
     }

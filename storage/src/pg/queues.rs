@@ -5,7 +5,7 @@
 //!
 //! What a group writes is the planner's (`crate::plan_queue`); this file reads for it and
 //! stores it. Several processes decide against one queue's counts one at a time: the planner
-//! reads a queue through [`QueueCache::queue`], which locks its row (`FOR UPDATE`) until the
+//! reads a queue through `Reads::queue` (below), which locks its row (`FOR UPDATE`) until the
 //! group commits, and every decision about a queue (enqueue, admit, the release of a thread
 //! that ends) reads the queue first. Under READ COMMITTED each later statement of the group
 //! sees what the previous holder of the lock committed.

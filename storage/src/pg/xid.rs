@@ -7,7 +7,7 @@
 //! at once and in any order, so a reader of the global log must not move its cursor past an
 //! lsn a transaction still running may take: it reads only lsns below `xmin << LSN_SHIFT`,
 //! where `xmin` is the oldest transaction id still running in its snapshot
-//! ([`BELOW_WATERMARK`]). Every transaction with an id below that has ended, and every one
+//! ([`below_watermark!`]). Every transaction with an id below that has ended, and every one
 //! that ends later has an id at or above it, so whatever a reader reads below the watermark
 //! is final: a later commit never lands behind its cursor (a plain sequence allows that skip:
 //! `storage/tests/it/pg.rs`).

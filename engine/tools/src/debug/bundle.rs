@@ -26,7 +26,7 @@
 //! ```
 //!
 //! [`Bundle::from_bytes`] accepts exactly this (gzip or not) and checks everything before
-//! anything uses it; every problem is an [`Error::Bundle`] naming the JSON path. It also reads
+//! anything uses it; every problem is an [`Error::Bundle`](cairn::Error::Bundle) naming the JSON path. It also reads
 //! the bundles of the framework Cairn grew from (format `0.1.0`), converting them on read (see
 //! `seed.rs` for how each of their fields maps); the result is a bundle of this format with
 //! `metadata.source_version` set.

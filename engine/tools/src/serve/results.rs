@@ -2,7 +2,7 @@
 //!
 //! - `GET /api/threads/{id}/result[?wait_ms=N]`: `{"thread", "finished", "status", "output",
 //!   "error"}`. With `wait_ms`, an unfinished thread is waited for up to that long (at most
-//!   [`RESULT_WAIT_MS_MAX`]; more is cut to it), so a client in another process awaits it with
+//!   [`RESULT_WAIT_MS_MAX`](crate::limits::RESULT_WAIT_MS_MAX); more is cut to it), so a client in another process awaits it with
 //!   one request per period (`cairn result --wait`); `finished: false` when it has not.
 //! - `DELETE /api/threads/{id}[?force=true]`, a control (the access layer checks the token): deletes the
 //!   thread whole (`Engine::delete`); 409 for an unfinished one without `force`, 404 for none.
