@@ -239,10 +239,20 @@ pub fn decode_thread(bytes: &[u8]) -> Result<ThreadRecord, Error> {
 
 /// A thread record as stored: the record, then the lsns of its newest events that are not yet in
 /// a [`SeqChunk`] (fewer than [`SEQ_CHUNK_LEN`](crate::lsns::SEQ_CHUNK_LEN) after every commit).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct StoredThread {
     pub(crate) record: ThreadRecord,
     pub(crate) tail: Vec<u64>,
+}
+
+impl Clone for StoredThread {
+    /// A copy whose tail has room for a full chunk: a batch plans on a copy and appends its
+    /// events' lsns to it, which would otherwise grow a tail copied to its length.
+    fn clone(&self) -> Self {
+        let mut tail = Vec::with_capacity(crate::lsns::SEQ_CHUNK_LEN.max(self.tail.len()));
+        tail.extend_from_slice(&self.tail);
+        StoredThread { record: self.record.clone(), tail }
+    }
 }
 
 impl StoredThread {

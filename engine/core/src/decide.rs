@@ -7,7 +7,8 @@
 //! routing of the step reads the updates its tasks produced), under the seqs that follow the
 //! context's last one, exactly as the live run and a restore fold them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_dsl::{
@@ -180,7 +181,7 @@ pub fn plan_step(
             return Err(Error::record(&ctx.meta.thread, ctx.meta.seq, detail));
         };
         let node = &wf.nodes()[id];
-        let visits = ctx.meta.visits.get(name).copied().unwrap_or(0);
+        let visits = ctx.meta.visits.get(name.as_str()).copied().unwrap_or(0);
         if let Some(max) = node.policy.max_visits
             && visits >= max
         {
@@ -237,14 +238,21 @@ pub fn plan_step(
 
 /// Decides the end of step `step` of `ctx` from its task runs (in task order; the events they
 /// appended themselves already folded into `ctx`), at time `now`: each run's events and its
-/// concern's claim, then the first claim in `step_end::PRECEDENCE` decides.
+/// concern's claim, then the first claim in `step_end::PRECEDENCE` decides. The events are
+/// collected into `events`, which must be empty (a caller's vector, passed in to reuse its
+/// capacity step after step).
 ///
 /// # Errors
 /// [`Error::Record`] if an event does not apply (a bug, or a context that is not the thread's);
 /// [`Error::Transition`] for a status move the table refuses; [`Error::Codec`] if the final
 /// state does not serialise.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the step's inputs, each its own thing; `events` is the caller's vector, reused"
+)]
 pub fn close_step(
     ctx: &mut ThreadCtx,
+    events: Vec<(Body, u64)>,
     wf: &DynWorkflow,
     step: u64,
     runs: Vec<TaskRun>,
@@ -252,7 +260,8 @@ pub fn close_step(
     rules: CheckpointRules,
     max_tool_calls: Option<u64>,
 ) -> Result<Decision, Error> {
-    let out = Out { ctx, events: Vec::new() };
+    assert!(events.is_empty(), "a step's events are collected into an empty vector");
+    let out = Out { ctx, events };
     let claims = Claims::default();
     let mut c = Closing { out, wf, step, now, rules, max_tool_calls, claims, checkpoint: None };
     for run in runs {
@@ -471,20 +480,10 @@ pub fn route_step(
     if continuation::requested(&ctx.meta).is_some() {
         return Ok((Vec::new(), Arrivals::new())); // the thread ends: its successor goes on
     }
-    let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();
-    for (task, journal) in &ctx.meta.open {
-        let outcome = journal
-            .outcome
-            .as_ref()
-            .ok_or_else(|| NodeError::fatal(format!("step {step}: task {task} has no outcome")))?;
-        let id = wf
-            .node_id(&task.node)
-            .ok_or_else(|| NodeError::fatal(format!("unknown node {}", task.node)))?;
-        gotos.entry(id).or_default().extend(outcome.goto.iter().cloned());
-    }
+    let gotos = step_gotos(wf, ctx, step)?;
     let state = state_after_step(wf, ctx, &gotos)?;
     let state = state.as_deref().unwrap_or(ctx.state.as_ref());
-    let mut next: BTreeSet<NodeId> = BTreeSet::new();
+    let mut next: Vec<NodeId> = Vec::new();
     let mut arrivals = ctx.meta.arrivals.clone();
     for (from, goto) in &gotos {
         let targets = wf.next(*from, state, goto).map_err(|e| NodeError::Failed {
@@ -496,9 +495,7 @@ pub fn route_step(
         for target in targets {
             let NextTarget::Node(to) = target else { continue };
             match wf.join_sources(to) {
-                None => {
-                    next.insert(to);
-                }
+                None => next.push(to),
                 Some(sources) => {
                     let to_name = wf.nodes()[to].name.clone();
                     let arrived = arrivals.entry(to_name.clone()).or_default();
@@ -508,12 +505,15 @@ pub fn route_step(
                     }
                     if sources.iter().all(|s| arrived.contains(&wf.nodes()[*s].name)) {
                         arrivals.remove(&to_name);
-                        next.insert(to);
+                        next.push(to);
                     }
                 }
             }
         }
     }
+    // In node order, each once: the frontier is a set.
+    next.sort_unstable();
+    next.dedup();
     if next.is_empty() && !arrivals.is_empty() {
         let waiting: Vec<String> = arrivals.keys().cloned().collect();
         return Err(NodeError::Failed {
@@ -528,13 +528,46 @@ pub fn route_step(
     Ok((next.into_iter().map(|id| wf.nodes()[id].name.clone()).collect(), arrivals))
 }
 
+/// A node of a step and the gotos its tasks chose.
+type Gotos<'c> = (NodeId, Cow<'c, [Target]>);
+
+/// Each node of the open step of `ctx`, in node order, with the gotos its tasks chose (a node's
+/// tasks in task order): borrowed for a node of one task, as most are.
+fn step_gotos<'c>(
+    wf: &DynWorkflow,
+    ctx: &'c ThreadCtx,
+    step: u64,
+) -> Result<Vec<Gotos<'c>>, NodeError> {
+    let mut gotos: Vec<Gotos<'c>> = Vec::with_capacity(ctx.meta.open.len());
+    // The journals are keyed by (node, item): a node's tasks are next to each other.
+    let mut last: Option<&str> = None;
+    for (task, journal) in &ctx.meta.open {
+        let outcome = journal
+            .outcome
+            .as_ref()
+            .ok_or_else(|| NodeError::fatal(format!("step {step}: task {task} has no outcome")))?;
+        if last == Some(&*task.node) {
+            let (_, goto) = gotos.last_mut().expect("the node's first task was pushed");
+            goto.to_mut().extend(outcome.goto.iter().cloned());
+            continue;
+        }
+        last = Some(&task.node);
+        let id = wf
+            .node_id(&task.node)
+            .ok_or_else(|| NodeError::fatal(format!("unknown node {}", task.node)))?;
+        gotos.push((id, Cow::Borrowed(&outcome.goto)));
+    }
+    gotos.sort_by_key(|(id, _)| *id);
+    Ok(gotos)
+}
+
 /// The state after the open step's updates, if a route of the step's nodes reads it (`None`:
 /// none does, and the routing reads no state). Made on a copy: the context's state takes the
 /// updates when the step's completion is folded.
 fn state_after_step(
     wf: &DynWorkflow,
     ctx: &ThreadCtx,
-    gotos: &BTreeMap<NodeId, Vec<Target>>,
+    gotos: &[Gotos<'_>],
 ) -> Result<Option<Box<dyn DynState>>, NodeError> {
     if !gotos.iter().any(|(from, goto)| wf.routes_on_state(*from, goto)) {
         return Ok(None);
@@ -607,8 +640,17 @@ mod tests {
         update: u64,
     ) -> Decision {
         let at_ms = 100 + 100 * step;
-        close_step(ctx, wf, step, vec![run(node, done(update))], at_ms, Default::default(), None)
-            .expect("decision")
+        close_step(
+            ctx,
+            Vec::new(),
+            wf,
+            step,
+            vec![run(node, done(update))],
+            at_ms,
+            Default::default(),
+            None,
+        )
+        .expect("decision")
     }
 
     fn kinds(d: &Decision) -> Vec<&'static str> {
@@ -658,16 +700,33 @@ mod tests {
         let wf = two_nodes();
         let mut ctx = crate::fold_samples::running(&wf, "a");
         let failed = TaskEnd::Failed { error: NodeError::fatal("boom") };
-        let d = close_step(&mut ctx, &wf, 1, vec![run("a", failed)], 200, Default::default(), None)
-            .expect("decision");
+        let d = close_step(
+            &mut ctx,
+            Vec::new(),
+            &wf,
+            1,
+            vec![run("a", failed)],
+            200,
+            Default::default(),
+            None,
+        )
+        .expect("decision");
         assert_eq!(kinds(&d), ["node_started", "node_failed"]);
         assert_eq!(d.next, Next::Stop(Transition::Fail, "a node failed".into()));
 
         let mut ctx = crate::fold_samples::running(&wf, "a");
         let waiting = TaskEnd::WaitInput { prompt: json!("go?") };
-        let d =
-            close_step(&mut ctx, &wf, 1, vec![run("a", waiting)], 200, Default::default(), None)
-                .expect("decision");
+        let d = close_step(
+            &mut ctx,
+            Vec::new(),
+            &wf,
+            1,
+            vec![run("a", waiting)],
+            200,
+            Default::default(),
+            None,
+        )
+        .expect("decision");
         assert_eq!(kinds(&d), ["node_started", "input_requested", "status_changed"]);
         assert_eq!(d.next, Next::Park(Transition::WaitInput));
         assert_eq!(ctx.meta.status, ThreadStatus::WaitingInput);
@@ -679,8 +738,9 @@ mod tests {
         let mut ctx = crate::fold_samples::running(&wf, "a");
         let mut asked = run("a", done(5));
         asked.values = vec![crate::marks::successor(json!(0))];
-        let d = close_step(&mut ctx, &wf, 1, vec![asked], 200, Default::default(), None)
-            .expect("decision");
+        let d =
+            close_step(&mut ctx, Vec::new(), &wf, 1, vec![asked], 200, Default::default(), None)
+                .expect("decision");
         // `a` routes to `b`, but the request ends the thread with the step.
         assert_eq!(
             kinds(&d),
@@ -702,7 +762,8 @@ mod tests {
         // The kind of checkpoint a first step of `a` writes under `rules`, if any.
         let first_step = |rules| {
             let mut ctx = crate::fold_samples::running(&wf, "a");
-            let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, rules, None);
+            let d =
+                close_step(&mut ctx, Vec::new(), &wf, 1, vec![run("a", done(1))], 200, rules, None);
             d.expect("step 1").checkpoint.map(|c| c.kind)
         };
         let periodic = Some(CheckpointKind::Periodic);
@@ -726,10 +787,12 @@ mod tests {
         };
         assert_eq!(first_step(bytes), periodic, "by bytes");
         let mut ctx = crate::fold_samples::running(&wf, "a");
-        close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, by_time, None).expect("1");
+        close_step(&mut ctx, Vec::new(), &wf, 1, vec![run("a", done(1))], 200, by_time, None)
+            .expect("1");
         // `b` checkpoints after itself, but it ends the thread: the completion checkpoint wins.
-        let d = close_step(&mut ctx, &wf, 2, vec![run("b", done(1))], 300, by_time, None)
-            .expect("step 2");
+        let d =
+            close_step(&mut ctx, Vec::new(), &wf, 2, vec![run("b", done(1))], 300, by_time, None)
+                .expect("step 2");
         assert!(matches!(d.next, Next::Stop(Transition::Complete, _)));
         assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Completion));
     }
@@ -740,8 +803,10 @@ mod tests {
         let last_step = |wf: &DynWorkflow, last: &str, rules: CheckpointRules| {
             let mut ctx = crate::fold_samples::running(wf, "a");
             let none = CheckpointRules { completion_after_events: u64::MAX, ..rules };
-            close_step(&mut ctx, wf, 1, vec![run("a", done(1))], 200, none, None).expect("1");
-            let d = close_step(&mut ctx, wf, 2, vec![run(last, done(2))], 300, rules, None);
+            close_step(&mut ctx, Vec::new(), wf, 1, vec![run("a", done(1))], 200, none, None)
+                .expect("1");
+            let d =
+                close_step(&mut ctx, Vec::new(), wf, 2, vec![run(last, done(2))], 300, rules, None);
             let d = d.expect("step 2");
             assert!(matches!(d.next, Next::Stop(Transition::Complete, _)), "{:?}", d.next);
             d.checkpoint.map(|c| c.kind)

@@ -106,9 +106,10 @@ pub enum Body {
         /// Loop-bound visit counts carried over by a fork.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         visits: BTreeMap<String, u32>,
-        /// The thread's own policy (deadline, budgets, permissions), over the workflow's.
+        /// The thread's own policy (deadline, budgets, permissions), over the workflow's. Boxed:
+        /// the largest field of any body, and one event of a thread carries it.
         #[serde(default, skip_serializing_if = "ThreadPolicy::is_default")]
-        policy: ThreadPolicy,
+        policy: Box<ThreadPolicy>,
         /// The seed of the thread's fresh draws (`random_u64`, `new_id`): recorded at creation so
         /// that any process that drives the thread draws what the first one would have. Absent in
         /// logs written before it existed; such threads draw from the driving engine's seed.

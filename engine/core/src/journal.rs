@@ -113,31 +113,36 @@ fn complete_step(
     next: &[String],
     arrivals: &BTreeMap<String, Vec<String>>,
 ) -> Result<(), Error> {
-    let open = std::mem::take(&mut ctx.meta.open);
-    let mut ran: Vec<&str> = Vec::new();
+    let ThreadCtx { meta, state } = ctx;
     // BTreeMap order: by node name, then item index. This fixed order is what makes a
     // step's result independent of which task finished first.
-    for (task, journal) in &open {
-        if ran.last() != Some(&&*task.node) {
-            ran.push(&task.node);
-        }
-        let record = |detail| Error::record(&ctx.meta.thread, seq, detail);
+    for (task, journal) in &meta.open {
+        let record = |detail| Error::record(&meta.thread, seq, detail);
         let Some(outcome) = &journal.outcome else {
             return Err(record(format!("step {step} completed but {task} did not")));
         };
         if let Some(update) = &outcome.update {
             let detail = |e| format!("update of {task} does not apply: {e}");
-            ctx.state.apply_json(update).map_err(|e| record(detail(e)))?;
+            state.apply_json(update).map_err(|e| record(detail(e)))?;
         }
     }
-    for node in ran {
-        match ctx.meta.visits.get_mut(node) {
+    // A node's tasks are next to each other in that order: each node counts one visit.
+    let mut last: Option<&str> = None;
+    for task in meta.open.keys() {
+        if last == Some(&*task.node) {
+            continue;
+        }
+        last = Some(&task.node);
+        match meta.visits.get_mut(&*task.node) {
             Some(n) => *n += 1,
             None => {
-                ctx.meta.visits.insert(node.to_owned(), 1);
+                meta.visits.insert(task.node.clone(), 1);
             }
         }
     }
+    // Emptied entry by entry, not dropped: the map keeps its root node for the next step's
+    // tasks (an emptied `BTreeMap` keeps a leaf root; a new one allocates it again).
+    while meta.open.pop_first().is_some() {}
     ctx.meta.step = step;
     next.clone_into(&mut ctx.meta.frontier);
     ctx.meta.arrivals.clone_from(arrivals);

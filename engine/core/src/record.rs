@@ -2,6 +2,8 @@
 //! errors (bounded by `limits`), the last progress and the conversation. Nothing the thread
 //! decides with reads them.
 
+use std::borrow::Cow;
+
 use crate::error::Error;
 use crate::event::{Body, TaskKey};
 use crate::limits;
@@ -19,35 +21,44 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
     match e.body {
         Body::NodeStarted { task, attempt, .. } => {
             let result = NodeResult {
-                status: "running".into(),
+                status: Cow::Borrowed("running"),
                 attempt: *attempt,
                 started_at_ms: at_ms,
                 finished_at_ms: None,
                 error: None,
             };
-            m.node_results.insert(task.node.to_string(), result);
+            m.node_results.insert(task.node.clone(), result);
         }
         Body::NodeCompleted { step, task, attempt, duration_ms, .. } => {
             completed(m, task, *attempt, at_ms, *duration_ms);
-            push_history(m, seq, *step, task, "completed", at_ms);
+            push_history(m, seq, *step, task, Cow::Borrowed("completed"), at_ms);
         }
         Body::NodeFailed { step, task, attempt, error, terminal } => {
             failed(m, e, task, *attempt, error);
             let what = if *terminal { "failed" } else { "attempt failed" };
-            push_history(m, seq, *step, task, what, at_ms);
+            push_history(m, seq, *step, task, Cow::Borrowed(what), at_ms);
         }
         Body::RetryScheduled { step, task, .. } => {
-            push_history(m, seq, *step, task, "retry scheduled", at_ms);
+            push_history(m, seq, *step, task, Cow::Borrowed("retry scheduled"), at_ms);
         }
         Body::InputRequested { step, task, .. } => {
-            push_history(m, seq, *step, task, "waiting for input", at_ms);
+            push_history(m, seq, *step, task, Cow::Borrowed("waiting for input"), at_ms);
         }
         Body::SignalAwaited { step, task, name, .. } => {
-            push_history(m, seq, *step, task, &format!("waiting for signal {name}"), at_ms);
+            push_history(m, seq, *step, task, format!("waiting for signal {name}").into(), at_ms);
         }
-        Body::TimerSet { step, task, .. } => push_history(m, seq, *step, task, "sleeping", at_ms),
+        Body::TimerSet { step, task, .. } => {
+            push_history(m, seq, *step, task, Cow::Borrowed("sleeping"), at_ms)
+        }
         Body::RecoveryApplied { step, task, strategy, .. } => {
-            push_history(m, seq, *step, task, &format!("recovery: {}", strategy.name()), at_ms);
+            push_history(
+                m,
+                seq,
+                *step,
+                task,
+                format!("recovery: {}", strategy.name()).into(),
+                at_ms,
+            );
         }
         Body::Progress { progress, .. } => m.progress = Some(progress.clone()),
         Body::Message { message, .. } => m.conversation.push(message.clone()),
@@ -63,29 +74,21 @@ fn completed(m: &mut ThreadMeta, task: &TaskKey, attempt: u32, at_ms: u64, durat
     let implied = m.open.get(task).is_none_or(|j| j.attempt != attempt);
     if implied {
         let result = NodeResult {
-            status: String::new(),
+            status: Cow::Borrowed("completed"),
             attempt,
             started_at_ms: at_ms.saturating_sub(duration_ms),
             finished_at_ms: Some(at_ms),
             error: None,
         };
-        // In place when the node ran before (a loop's every step): no allocation.
-        let r = match m.node_results.get_mut(&*task.node) {
-            Some(r) => {
-                let status = std::mem::take(&mut r.status);
-                *r = NodeResult { status, ..result };
-                r
-            }
-            None => m.node_results.entry(task.node.to_string()).or_insert(result),
-        };
-        set_str(&mut r.status, "completed");
+        // The key is the task's shared name: no allocation but the map's.
+        m.node_results.insert(task.node.clone(), result);
     } else if let Some(r) = m.node_results.get_mut(&*task.node) {
         if r.attempt != attempt {
             // A retried attempt that completed in the batch that started it.
             r.attempt = attempt;
             r.started_at_ms = at_ms.saturating_sub(duration_ms);
         }
-        set_str(&mut r.status, "completed");
+        r.status = Cow::Borrowed("completed");
         r.finished_at_ms = Some(at_ms);
         r.error = None;
     }
@@ -100,7 +103,7 @@ fn failed(
     error: &cairn_dsl::NodeError,
 ) {
     if let Some(r) = m.node_results.get_mut(&*task.node) {
-        r.status = "failed".into();
+        r.status = Cow::Borrowed("failed");
         r.attempt = attempt;
         r.finished_at_ms = Some(e.at_ms);
         r.error = Some(error.clone());
@@ -112,33 +115,16 @@ fn failed(
     }
 }
 
-fn push_history(m: &mut ThreadMeta, seq: u64, step: u64, task: &TaskKey, what: &str, at_ms: u64) {
-    // A full history drops its oldest entry for the new one: that entry's strings are reused.
-    let entry = if m.history.len() >= limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
-        m.history.pop_front()
-    } else {
-        None
-    };
-    let entry = match entry {
-        Some(mut e) => {
-            e.seq = seq;
-            e.step = step;
-            e.task.node.clone_from(&task.node);
-            e.task.item = task.item;
-            set_str(&mut e.what, what);
-            e.at_ms = at_ms;
-            e
-        }
-        None => HistoryEntry { seq, step, task: task.clone(), what: what.to_owned(), at_ms },
-    };
-    m.history.push_back(entry);
-    while m.history.len() > limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
+fn push_history(
+    m: &mut ThreadMeta,
+    seq: u64,
+    step: u64,
+    task: &TaskKey,
+    what: Cow<'static, str>,
+    at_ms: u64,
+) {
+    while m.history.len() >= limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
         m.history.pop_front();
     }
-}
-
-/// Sets `s` to `to`, reusing its allocation.
-fn set_str(s: &mut String, to: &str) {
-    s.clear();
-    s.push_str(to);
+    m.history.push_back(HistoryEntry { seq, step, task: task.clone(), what, at_ms });
 }

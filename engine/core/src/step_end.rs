@@ -296,7 +296,7 @@ mod tests {
     fn ends(runs: Vec<TaskRun>) -> String {
         let wf = chain();
         let mut ctx = crate::fold_samples::running(&wf, "rt");
-        let d = close_step(&mut ctx, &wf, 1, runs, 200, Default::default(), Some(10));
+        let d = close_step(&mut ctx, Vec::new(), &wf, 1, runs, 200, Default::default(), Some(10));
         said(&d.expect("decision").next)
     }
 

@@ -2,6 +2,7 @@
 //! model), time per node, checkpoints. Part of the snapshot; folded from the log like the rest.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use cairn_dsl::Usage;
 use serde::{Deserialize, Serialize};
@@ -27,7 +28,7 @@ pub struct Telemetry {
     /// Cost used, in millionths of the currency unit.
     pub cost_micros: u64,
     /// Total ms of engine clock spent in each node.
-    pub node_ms: BTreeMap<String, u64>,
+    pub node_ms: BTreeMap<Arc<str>, u64>,
     /// Checkpoints written.
     pub checkpoints: u64,
     /// Tokens and cost per model, as tools reported them by name

@@ -22,7 +22,7 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
             match t.node_ms.get_mut(&*task.node) {
                 Some(ms) => *ms += duration_ms,
                 None => {
-                    t.node_ms.insert(task.node.to_string(), *duration_ms);
+                    t.node_ms.insert(task.node.clone(), *duration_ms);
                 }
             }
         }

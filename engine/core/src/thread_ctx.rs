@@ -7,7 +7,9 @@
 //! Because both go through the same function, the state restored at any seq equals the state the
 //! live run had at that seq.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use cairn_dsl::{DynState, DynWorkflow, Message, NodeError, Progress, Target, ToolError};
 use cairn_storage::{ThreadStatus, WorkflowRef};
@@ -111,7 +113,7 @@ pub enum Waiting {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeResult {
     /// "running", "completed" or "failed".
-    pub status: String,
+    pub status: Cow<'static, str>,
     /// Attempt number of the latest run.
     pub attempt: u32,
     /// When the latest attempt started.
@@ -132,7 +134,7 @@ pub struct HistoryEntry {
     /// The task.
     pub task: TaskKey,
     /// "completed", "failed", "retry", "waiting".
-    pub what: String,
+    pub what: Cow<'static, str>,
     /// When.
     pub at_ms: u64,
 }
@@ -172,14 +174,14 @@ pub struct ThreadMeta {
     /// Joins waiting for branches: join node -> sources arrived.
     pub arrivals: BTreeMap<String, Vec<String>>,
     /// How often each node ran (loop bounds).
-    pub visits: BTreeMap<String, u32>,
+    pub visits: BTreeMap<Arc<str>, u32>,
     /// Journals of the open step's tasks.
     #[serde(with = "crate::task_map")]
     pub open: BTreeMap<TaskKey, TaskJournal>,
     /// What a parked thread waits for.
     pub waiting: Option<Waiting>,
     /// Per-node latest results.
-    pub node_results: BTreeMap<String, NodeResult>,
+    pub node_results: BTreeMap<Arc<str>, NodeResult>,
     /// The most recent history entries (the full history is the event log).
     pub history: VecDeque<HistoryEntry>,
     /// The most recent errors.
@@ -341,7 +343,7 @@ impl ThreadCtx {
                 step: 0,
                 frontier: frontier.clone(),
                 arrivals: arrivals.clone(),
-                visits: visits.clone(),
+                visits: visits.iter().map(|(node, n)| (Arc::from(node.as_str()), *n)).collect(),
                 open: BTreeMap::new(),
                 waiting: None,
                 node_results: BTreeMap::new(),
@@ -352,7 +354,7 @@ impl ThreadCtx {
                 telemetry: Telemetry::default(),
                 labels: labels.clone(),
                 fork: fork.clone(),
-                policy: policy.clone(),
+                policy: ThreadPolicy::clone(policy),
                 budget_warned: Vec::new(),
                 restores: 0,
                 seed: *seed,

@@ -261,7 +261,7 @@ pub async fn start_fork(engine: &Engine, fork: Fork<'_>) -> Result<ThreadHandle,
         origin,
         frontier: ctx.meta.frontier.clone(),
         arrivals: ctx.meta.arrivals.clone(),
-        visits: ctx.meta.visits.clone(),
+        visits: ctx.meta.visits.iter().map(|(node, n)| (node.to_string(), *n)).collect(),
     };
     let new = NewThread { labels, fork: Some(seed), ..NewThread::new(workflow, &id, input) };
     if !create(&engine.shell, new).await? {

@@ -359,8 +359,11 @@ impl Runner {
             completion_after_events: config.completion_checkpoint_after,
         };
         let max_tool_calls = self.env.budgets.max_tool_calls;
+        // The emitted events are submitted before a step (`step` asserts it): the vector is
+        // empty, and its capacity is the step's.
         let decision = decide::close_step(
             &mut self.ctx,
+            std::mem::take(&mut self.emitted),
             &self.env.wf,
             step,
             runs,
@@ -368,7 +371,7 @@ impl Runner {
             rules,
             max_tool_calls,
         )?;
-        self.emitted.extend(decision.events);
+        self.emitted = decision.events;
         match decision.next {
             Next::Continue => {
                 self.commit(Batch::default(), decision.checkpoint, Some(step)).await?;

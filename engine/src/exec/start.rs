@@ -191,7 +191,7 @@ fn creation(
         fork,
         arrivals,
         visits,
-        policy,
+        policy: Box::new(policy),
         seed,
     };
     Ok(Some((body, record, now)))

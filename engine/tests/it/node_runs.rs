@@ -86,7 +86,7 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
     // The snapshot's execution history and errors, in order.
     let view = cairn_tools::Operator::new(&engine).state_at("l", None).await.unwrap();
     let history: Vec<_> =
-        view.meta.history.iter().map(|h| (h.step, &*h.task.node, h.what.as_str())).collect();
+        view.meta.history.iter().map(|h| (h.step, &*h.task.node, &*h.what)).collect();
     assert_eq!(
         history,
         [

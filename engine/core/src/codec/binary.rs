@@ -248,7 +248,7 @@ mod tests {
                 fork: Some(ForkOrigin { thread: "p".into(), seq: 9 }),
                 arrivals: arrivals.clone(),
                 visits: BTreeMap::from([("a".to_owned(), 3)]),
-                policy: ThreadPolicy { deadline_at_ms: Some(5), ..ThreadPolicy::default() },
+                policy: Box::new(ThreadPolicy { deadline_at_ms: Some(5), ..Default::default() }),
                 seed: Some(u64::MAX),
             },
             Body::NodeCompleted {

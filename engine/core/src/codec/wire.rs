@@ -196,6 +196,17 @@ impl<T: Bin, E: Bin> Bin for Result<T, E> {
     }
 }
 
+/// A boxed value is written as the value: the box keeps a rare, large field out of a type's
+/// size, not out of its bytes.
+impl<T: Bin> Bin for Box<T> {
+    fn put(&self, out: &mut Vec<u8>) -> Result<(), Error> {
+        (**self).put(out)
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        T::get(r).map(Box::new)
+    }
+}
+
 /// Items of a sequence allocated ahead of reading them, at most (the rest as they come).
 const PREALLOCATED_MAX: usize = 64;
 

@@ -39,7 +39,7 @@ impl BundleTelemetry {
             tool_call_count: m.telemetry.tool_calls,
             error_count: m.telemetry.errors,
             retry_count: m.telemetry.retries,
-            node_timings: m.telemetry.node_ms.clone(),
+            node_timings: m.telemetry.node_ms.iter().map(|(k, ms)| (k.to_string(), *ms)).collect(),
         }
     }
 }

@@ -186,7 +186,7 @@ fn telemetry(t: &Obj<'_>, elapsed_ms: u64) -> Result<(Telemetry, BundleTelemetry
         errors: t.opt_u64("errorCount")?.unwrap_or(0),
         retries: t.opt_u64("retryCount")?.unwrap_or(0),
         tokens: t.opt_u64("tokenCount")?.unwrap_or(0),
-        node_ms: node_ms.clone(),
+        node_ms: node_ms.iter().map(|(k, ms)| (k.as_str().into(), *ms)).collect(),
         ..Telemetry::default()
     };
     let bundle = BundleTelemetry {
