@@ -82,6 +82,13 @@ impl QueuePlan {
     /// Encodes what changed.
     pub(crate) fn finish(mut self) -> Result<QueueWrites, Error> {
         let mut out = QueueWrites::default();
+        if self.dirty_queues.is_empty()
+            && self.dirty_members.is_empty()
+            && self.waiting.is_empty()
+            && self.dedup.is_empty()
+        {
+            return Ok(out); // most batches touch no queue
+        }
         for name in self.dirty_queues {
             let framed = match self.queues.remove(&name).flatten() {
                 Some(q) => Some(codec::encode_queue(&q)?),

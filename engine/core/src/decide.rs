@@ -255,7 +255,7 @@ pub fn close_step(
     events: Vec<(Body, u64)>,
     wf: &DynWorkflow,
     step: u64,
-    runs: Vec<TaskRun>,
+    runs: impl IntoIterator<Item = TaskRun>,
     now: u64,
     rules: CheckpointRules,
     max_tool_calls: Option<u64>,

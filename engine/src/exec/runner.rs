@@ -50,6 +50,8 @@ pub(crate) struct Runner {
     record: ThreadRecord,
     /// Events of the batch being built, already applied to `ctx` under their predicted seqs.
     pub(super) emitted: Vec<(Body, u64)>,
+    /// The task runs of the step being closed (empty between steps; kept for its capacity).
+    runs: Vec<TaskRun>,
     /// When the thread's latest checkpoint was written: what a periodic checkpoint every T ms
     /// counts from.
     last_checkpoint_ms: u64,
@@ -76,7 +78,15 @@ impl Runner {
         // Each batch makes its record's summary from the context (`commit`).
         record.summary = Vec::new();
         let last_checkpoint_ms = checkpointed_at_ms.unwrap_or(ctx.meta.created_at_ms);
-        Runner { shell, env, ctx, record, emitted: Vec::new(), last_checkpoint_ms }
+        Runner {
+            shell,
+            env,
+            ctx,
+            record,
+            emitted: Vec::new(),
+            runs: Vec::new(),
+            last_checkpoint_ms,
+        }
     }
 
     pub(super) fn now(&self) -> u64 {
@@ -295,33 +305,39 @@ impl Runner {
         self.env.signals.reset(&self.ctx).await;
         self.env.published_keys().reset(&self.ctx.meta);
         assert!(self.emitted.is_empty(), "events emitted before a step are submitted before it");
-        let mut runs: Vec<TaskRun> = match <[_; 1]>::try_from(tasks) {
+        assert!(self.runs.is_empty(), "a step's runs are taken by the step before it closes");
+        match <[_; 1]>::try_from(tasks) {
             // One task (a linear step): awaited as it is, without `join_all` and its vectors,
             // and without an `Option` of its future beside the awaited one (that kept two task
             // futures in the step's, doubling it and every future that holds it).
-            Ok([(_, key, _)]) if self.ran(&key) => Vec::new(),
-            Ok([(id, key, item)]) => vec![self.task(step, id, key, item).await],
+            Ok([(_, key, _)]) if self.ran(&key) => {}
+            Ok([(id, key, item)]) => {
+                let run = self.task(step, id, key, item).await;
+                self.runs.push(run);
+            }
             Err(tasks) => {
                 let tasks = tasks.into_iter().filter(|(_, key, _)| !self.ran(key));
-                futures::future::join_all(
+                let runs = futures::future::join_all(
                     tasks.map(|(id, key, item)| self.task(step, id, key, item)),
                 )
-                .await
+                .await;
+                self.runs.extend(runs);
             }
-        };
+        }
         self.env.stop.check(&self.env.thread)?;
-        runs.sort_by(|a, b| a.key.cmp(&b.key));
+        self.runs.sort_by(|a, b| a.key.cmp(&b.key));
         let mut appended: Vec<_> =
-            runs.iter_mut().flat_map(|r| std::mem::take(&mut r.appended)).collect();
+            self.runs.iter_mut().flat_map(|r| std::mem::take(&mut r.appended)).collect();
         appended.sort_by_key(|r| r.bookmark.seq);
         for rec in &appended {
             self.ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
         }
         if self.env.cancel.is_cancelled() {
             // Cancelled or timed out mid-step: outcomes moot; the loop records the end at its top.
+            self.runs.clear();
             return Ok(StepEnd::Continue);
         }
-        self.close_step(step, runs).await
+        self.close_step(step).await
     }
 
     /// Whether task `key` finished before a suspension (its outcome waits in the journal), so
@@ -345,7 +361,7 @@ impl Runner {
 
     /// Decides the end of the step from its task results (`decide.rs`, pure) and carries the
     /// decision out: submits the events, parks or stops the thread.
-    async fn close_step(&mut self, step: u64, runs: Vec<TaskRun>) -> Result<StepEnd, Error> {
+    async fn close_step(&mut self, step: u64) -> Result<StepEnd, Error> {
         let now = self.now();
         let config = &self.shell.config;
         let policy = self.env.wf.checkpoint_policy();
@@ -361,16 +377,18 @@ impl Runner {
         let max_tool_calls = self.env.budgets.max_tool_calls;
         // The emitted events are submitted before a step (`step` asserts it): the vector is
         // empty, and its capacity is the step's.
+        let mut runs = std::mem::take(&mut self.runs);
         let decision = decide::close_step(
             &mut self.ctx,
             std::mem::take(&mut self.emitted),
             &self.env.wf,
             step,
-            runs,
+            runs.drain(..),
             now,
             rules,
             max_tool_calls,
         )?;
+        self.runs = runs;
         self.emitted = decision.events;
         match decision.next {
             Next::Continue => {
