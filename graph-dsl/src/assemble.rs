@@ -99,10 +99,11 @@ pub(crate) fn assemble(
         return Err(BuildError { workflow: id, problems });
     }
 
-    let nodes = nodes
+    let nodes: Vec<DynNode> = nodes
         .into_iter()
         .map(|NodeDecl { name, policy, kind }| DynNode { name, policy, kind })
         .collect();
+    let names = nodes.iter().map(|n| std::sync::Arc::from(n.name.as_str())).collect();
     let mut workflow = DynWorkflow {
         id,
         version,
@@ -112,6 +113,7 @@ pub(crate) fn assemble(
         checkpoint,
         nodes,
         index: resolved.index,
+        names,
         shape: resolved.shape,
         start_route: resolved.start_route,
         routes: resolved.routes,
@@ -200,7 +202,7 @@ fn default_recoveries(
 /// Fallback nodes that are not among their node's declared gotos (or do not exist).
 fn fallback_problems(
     nodes: &[NodeDecl],
-    index: &std::collections::HashMap<String, usize>,
+    index: &crate::resolve::NameIndex,
     shape: &Shape,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();

@@ -6,7 +6,7 @@
 //! because route functions and gotos are user code.
 
 use std::any::Any;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -178,7 +178,10 @@ pub struct DynWorkflow {
     pub(crate) permissions: BTreeSet<String>,
     pub(crate) checkpoint: CheckpointPolicy,
     pub(crate) nodes: Vec<DynNode>,
-    pub(crate) index: HashMap<String, NodeId>,
+    pub(crate) index: crate::resolve::NameIndex,
+    /// The nodes' names as shared strings (index = [`NodeId`]): a task's key takes a copy of
+    /// its node's every step.
+    pub(crate) names: Vec<Arc<str>>,
     pub(crate) shape: Shape,
     pub(crate) start_route: Option<DynRoute>,
     pub(crate) routes: Vec<Option<DynRoute>>,
@@ -415,6 +418,12 @@ impl DynWorkflow {
         self.index.get(name).copied()
     }
 
+    /// The name of node `id` as a shared string (a copy counts a reference), or `None` if
+    /// the workflow has no such node.
+    pub fn shared_name(&self, id: NodeId) -> Option<&Arc<str>> {
+        self.names.get(id)
+    }
+
     /// Nesting depth of sub-workflows (0 when there is none).
     pub fn depth(&self) -> usize {
         self.depth
@@ -536,7 +545,7 @@ fn follow(
     state: &dyn DynState,
     goto: &[Target],
 ) -> Result<Vec<NextTarget>, RouteError> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(links.edges.len() + 1);
     if goto.is_empty() {
         out.extend_from_slice(&links.edges);
         if let (Some(route), Some(targets)) = (route, &links.route) {

@@ -3,6 +3,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+/// A workflow's node ids by name. Its keys are the workflow's own (its code's): a fast
+/// hasher, not one that resists chosen keys; a lookup with any name still costs one hash.
+pub type NameIndex = HashMap<String, NodeId, foldhash::fast::RandomState>;
+
 use crate::erased::{DynNodeKind, DynRoute};
 use crate::graph::{Links, NextTarget, NodeId, Shape};
 use crate::policy::NodePolicy;
@@ -22,7 +26,7 @@ pub(crate) struct RouteDecl {
 
 /// The outcome of resolution; `problems` lists what did not resolve (the rest is kept).
 pub(crate) struct Resolved {
-    pub index: HashMap<String, NodeId>,
+    pub index: NameIndex,
     pub shape: Shape,
     pub start_route: Option<DynRoute>,
     pub routes: Vec<Option<DynRoute>>,
@@ -49,7 +53,7 @@ impl<'a> Resolver<'a> {
     pub fn new(nodes: &'a [NodeDecl]) -> Self {
         let n = nodes.len();
         let mut out = Resolved {
-            index: HashMap::new(),
+            index: NameIndex::default(),
             shape: Shape {
                 start: Links::default(),
                 entry: Vec::new(),

@@ -161,6 +161,11 @@ pub struct Decision {
 /// A task of a step: its node, key and map item.
 pub type PlannedTask = (NodeId, TaskKey, Option<Value>);
 
+/// The name of node `id` of `wf` (an id `wf` gave), shared.
+fn shared_name(wf: &DynWorkflow, id: NodeId) -> Arc<str> {
+    wf.shared_name(id).expect("an id the workflow gave names one of its nodes").clone()
+}
+
 /// Expands the frontier of `ctx` into step `step`'s tasks, in task order, or the task and error
 /// that fail the step before anything runs (a loop bound reached, map items that do not
 /// serialise, more tasks than a step may hold).
@@ -173,7 +178,7 @@ pub fn plan_step(
     wf: &DynWorkflow,
     step: u64,
 ) -> Result<Result<Vec<PlannedTask>, (TaskKey, NodeError)>, Error> {
-    let mut tasks = Vec::new();
+    let mut tasks = Vec::with_capacity(ctx.meta.frontier.len());
     for name in &ctx.meta.frontier {
         let Some(id) = wf.node_id(name) else {
             let detail =
@@ -205,14 +210,14 @@ pub fn plan_step(
                         return Ok(Err((TaskKey::node(name.clone()), error)));
                     }
                 };
-                let node: Arc<str> = name.as_str().into();
+                let node = shared_name(wf, id);
                 for (i, item) in items.into_iter().enumerate() {
                     let index = u32::try_from(i).unwrap_or(u32::MAX);
                     tasks.push((id, TaskKey { node: node.clone(), item: Some(index) }, Some(item)));
                 }
             }
             DynNodeKind::Task(_) | DynNodeKind::Subgraph { .. } => {
-                tasks.push((id, TaskKey::node(name.as_str()), None));
+                tasks.push((id, TaskKey { node: shared_name(wf, id), item: None }, None));
             }
         }
     }

@@ -115,6 +115,9 @@ fn failed(
     }
 }
 
+/// The history's first allocation, in entries.
+const HISTORY_FIRST_CAPACITY: usize = 16;
+
 fn push_history(
     m: &mut ThreadMeta,
     seq: u64,
@@ -125,6 +128,10 @@ fn push_history(
 ) {
     while m.history.len() >= limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
         m.history.pop_front();
+    }
+    if m.history.capacity() == 0 {
+        // Room for a short thread's whole history at once, not grown 4, 8, 16.
+        m.history.reserve(HISTORY_FIRST_CAPACITY);
     }
     m.history.push_back(HistoryEntry { seq, step, task: task.clone(), what, at_ms });
 }
