@@ -161,11 +161,6 @@ pub struct Decision {
 /// A task of a step: its node, key and map item.
 pub type PlannedTask = (NodeId, TaskKey, Option<Value>);
 
-/// The name of node `id` of `wf` (an id `wf` gave), shared.
-fn shared_name(wf: &DynWorkflow, id: NodeId) -> Arc<str> {
-    wf.shared_name(id).expect("an id the workflow gave names one of its nodes").clone()
-}
-
 /// Expands the frontier of `ctx` into step `step`'s tasks, in task order, or the task and error
 /// that fail the step before anything runs (a loop bound reached, map items that do not
 /// serialise, more tasks than a step may hold).
@@ -239,6 +234,11 @@ pub fn plan_step(
     }
     tasks.sort_by(|a, b| a.1.cmp(&b.1));
     Ok(Ok(tasks))
+}
+
+/// The name of node `id` of `wf` (an id `wf` gave), shared.
+fn shared_name(wf: &DynWorkflow, id: NodeId) -> Arc<str> {
+    wf.shared_name(id).expect("an id the workflow gave names one of its nodes").clone()
 }
 
 /// Decides the end of step `step` of `ctx` from its task runs (in task order; the events they

@@ -30,8 +30,9 @@ pub(crate) struct Metrics {
     pub tool_seconds: Histogram,
     pub thread_failures: Counter,
     /// A workflow's node attempts' times, by node (registered with its handles; a node of a
-    /// later version is registered at its first attempt).
-    node_seconds: Arc<HashMap<String, Histogram>>,
+    /// later version is registered at its first attempt). Keyed by the workflow's own names:
+    /// a fast hasher, looked up at every attempt.
+    node_seconds: Arc<HashMap<String, Histogram, foldhash::fast::RandomState>>,
     /// A workflow's threads ended, by terminal status.
     threads_ended: Arc<[(ThreadStatus, Counter)]>,
     /// A workflow's threads' times from creation to end.
