@@ -202,7 +202,7 @@ fn default_recoveries(
 /// Fallback nodes that are not among their node's declared gotos (or do not exist).
 fn fallback_problems(
     nodes: &[NodeDecl],
-    index: &crate::resolve::NameIndex,
+    index: &crate::graph::NameIndex,
     shape: &Shape,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();

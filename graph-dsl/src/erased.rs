@@ -178,7 +178,7 @@ pub struct DynWorkflow {
     pub(crate) permissions: BTreeSet<String>,
     pub(crate) checkpoint: CheckpointPolicy,
     pub(crate) nodes: Vec<DynNode>,
-    pub(crate) index: crate::resolve::NameIndex,
+    pub(crate) index: crate::graph::NameIndex,
     /// The nodes' names as shared strings (index = [`NodeId`]): a task's key takes a copy of
     /// its node's every step.
     pub(crate) names: Vec<Arc<str>>,
@@ -420,6 +420,21 @@ impl DynWorkflow {
 
     /// The name of node `id` as a shared string (a copy counts a reference), or `None` if
     /// the workflow has no such node.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<u32>>::builder("w", 1)
+    ///     .node("only", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .edge(START, "only")
+    ///     .edge("only", END)
+    ///     .build()
+    ///     .unwrap()
+    ///     .erase();
+    /// let id = wf.node_id("only").unwrap();
+    /// assert_eq!(wf.shared_name(id).map(|n| &**n), Some("only"));
+    /// assert!(wf.shared_name(id + 1).is_none());
+    /// ```
     pub fn shared_name(&self, id: NodeId) -> Option<&Arc<str>> {
         self.names.get(id)
     }

@@ -6,6 +6,10 @@
 /// A node's index in declaration order; stable for a given fingerprint.
 pub type NodeId = usize;
 
+/// A workflow's node ids by name. Its keys are the workflow's own (its code's): a fast
+/// hasher, not one that resists chosen keys; a lookup with any name still costs one hash.
+pub type NameIndex = std::collections::HashMap<String, NodeId, foldhash::fast::RandomState>;
+
 /// Where a thread goes next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NextTarget {

@@ -1,14 +1,10 @@
 //! Name resolution: turns the declared names into a [`Shape`] of node ids, reporting every name
 //! that does not resolve, every reserved or duplicate name and every impossible link.
 
-use std::collections::{BTreeSet, HashMap};
-
-/// A workflow's node ids by name. Its keys are the workflow's own (its code's): a fast
-/// hasher, not one that resists chosen keys; a lookup with any name still costs one hash.
-pub type NameIndex = HashMap<String, NodeId, foldhash::fast::RandomState>;
+use std::collections::BTreeSet;
 
 use crate::erased::{DynNodeKind, DynRoute};
-use crate::graph::{Links, NextTarget, NodeId, Shape};
+use crate::graph::{Links, NameIndex, NextTarget, NodeId, Shape};
 use crate::policy::NodePolicy;
 use crate::{END, Problem, START};
 
