@@ -635,6 +635,18 @@ mod tests {
         }
     }
 
+    /// [`close_step`] into a new vector, without a tool-call budget.
+    fn close(
+        ctx: &mut ThreadCtx,
+        wf: &DynWorkflow,
+        step: u64,
+        runs: Vec<TaskRun>,
+        now: u64,
+        rules: CheckpointRules,
+    ) -> Result<Decision, Error> {
+        close_step(ctx, Vec::new(), wf, step, runs, now, rules, None)
+    }
+
     /// Closes `step` of `ctx` (at 200 ms the first, 100 ms more each next) with `node` done and
     /// its update `update`.
     fn step_done(
@@ -645,17 +657,8 @@ mod tests {
         update: u64,
     ) -> Decision {
         let at_ms = 100 + 100 * step;
-        close_step(
-            ctx,
-            Vec::new(),
-            wf,
-            step,
-            vec![run(node, done(update))],
-            at_ms,
-            Default::default(),
-            None,
-        )
-        .expect("decision")
+        close(ctx, wf, step, vec![run(node, done(update))], at_ms, Default::default())
+            .expect("decision")
     }
 
     fn kinds(d: &Decision) -> Vec<&'static str> {
@@ -705,33 +708,15 @@ mod tests {
         let wf = two_nodes();
         let mut ctx = crate::fold_samples::running(&wf, "a");
         let failed = TaskEnd::Failed { error: NodeError::fatal("boom") };
-        let d = close_step(
-            &mut ctx,
-            Vec::new(),
-            &wf,
-            1,
-            vec![run("a", failed)],
-            200,
-            Default::default(),
-            None,
-        )
-        .expect("decision");
+        let d = close(&mut ctx, &wf, 1, vec![run("a", failed)], 200, Default::default())
+            .expect("decision");
         assert_eq!(kinds(&d), ["node_started", "node_failed"]);
         assert_eq!(d.next, Next::Stop(Transition::Fail, "a node failed".into()));
 
         let mut ctx = crate::fold_samples::running(&wf, "a");
         let waiting = TaskEnd::WaitInput { prompt: json!("go?") };
-        let d = close_step(
-            &mut ctx,
-            Vec::new(),
-            &wf,
-            1,
-            vec![run("a", waiting)],
-            200,
-            Default::default(),
-            None,
-        )
-        .expect("decision");
+        let d = close(&mut ctx, &wf, 1, vec![run("a", waiting)], 200, Default::default())
+            .expect("decision");
         assert_eq!(kinds(&d), ["node_started", "input_requested", "status_changed"]);
         assert_eq!(d.next, Next::Park(Transition::WaitInput));
         assert_eq!(ctx.meta.status, ThreadStatus::WaitingInput);
@@ -743,9 +728,7 @@ mod tests {
         let mut ctx = crate::fold_samples::running(&wf, "a");
         let mut asked = run("a", done(5));
         asked.values = vec![crate::marks::successor(json!(0))];
-        let d =
-            close_step(&mut ctx, Vec::new(), &wf, 1, vec![asked], 200, Default::default(), None)
-                .expect("decision");
+        let d = close(&mut ctx, &wf, 1, vec![asked], 200, Default::default()).expect("decision");
         // `a` routes to `b`, but the request ends the thread with the step.
         assert_eq!(
             kinds(&d),
@@ -767,8 +750,7 @@ mod tests {
         // The kind of checkpoint a first step of `a` writes under `rules`, if any.
         let first_step = |rules| {
             let mut ctx = crate::fold_samples::running(&wf, "a");
-            let d =
-                close_step(&mut ctx, Vec::new(), &wf, 1, vec![run("a", done(1))], 200, rules, None);
+            let d = close(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, rules);
             d.expect("step 1").checkpoint.map(|c| c.kind)
         };
         let periodic = Some(CheckpointKind::Periodic);
@@ -792,12 +774,9 @@ mod tests {
         };
         assert_eq!(first_step(bytes), periodic, "by bytes");
         let mut ctx = crate::fold_samples::running(&wf, "a");
-        close_step(&mut ctx, Vec::new(), &wf, 1, vec![run("a", done(1))], 200, by_time, None)
-            .expect("1");
+        close(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, by_time).expect("1");
         // `b` checkpoints after itself, but it ends the thread: the completion checkpoint wins.
-        let d =
-            close_step(&mut ctx, Vec::new(), &wf, 2, vec![run("b", done(1))], 300, by_time, None)
-                .expect("step 2");
+        let d = close(&mut ctx, &wf, 2, vec![run("b", done(1))], 300, by_time).expect("step 2");
         assert!(matches!(d.next, Next::Stop(Transition::Complete, _)));
         assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Completion));
     }
@@ -808,10 +787,8 @@ mod tests {
         let last_step = |wf: &DynWorkflow, last: &str, rules: CheckpointRules| {
             let mut ctx = crate::fold_samples::running(wf, "a");
             let none = CheckpointRules { completion_after_events: u64::MAX, ..rules };
-            close_step(&mut ctx, Vec::new(), wf, 1, vec![run("a", done(1))], 200, none, None)
-                .expect("1");
-            let d =
-                close_step(&mut ctx, Vec::new(), wf, 2, vec![run(last, done(2))], 300, rules, None);
+            close(&mut ctx, wf, 1, vec![run("a", done(1))], 200, none).expect("1");
+            let d = close(&mut ctx, wf, 2, vec![run(last, done(2))], 300, rules);
             let d = d.expect("step 2");
             assert!(matches!(d.next, Next::Stop(Transition::Complete, _)), "{:?}", d.next);
             d.checkpoint.map(|c| c.kind)

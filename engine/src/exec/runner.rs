@@ -377,18 +377,16 @@ impl Runner {
         let max_tool_calls = self.env.budgets.max_tool_calls;
         // The emitted events are submitted before a step (`step` asserts it): the vector is
         // empty, and its capacity is the step's.
-        let mut runs = std::mem::take(&mut self.runs);
         let decision = decide::close_step(
             &mut self.ctx,
             std::mem::take(&mut self.emitted),
             &self.env.wf,
             step,
-            runs.drain(..),
+            self.runs.drain(..),
             now,
             rules,
             max_tool_calls,
         )?;
-        self.runs = runs;
         self.emitted = decision.events;
         match decision.next {
             Next::Continue => {
