@@ -25,6 +25,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 
@@ -256,40 +257,44 @@ impl Acknowledger {
     pub async fn beside<W: Future>(mut self, mut work: Pin<&mut W>) -> (W::Output, Published) {
         let handed = self.handed.clone();
         let mut published = Published { tx: self.published.take(), seen: self.acked.subscribe() };
-        let out = {
-            let mut acking = pin!(self.acknowledge(false));
-            let mut acking_done = false;
-            std::future::poll_fn(|cx| {
-                // First: a step that became durable is reported before the runner goes on.
-                if !acking_done && acking.as_mut().poll(cx).is_ready() {
-                    acking_done = true;
-                }
-                let out = work.as_mut().poll(cx);
-                // The task waits now (or the runner is done): what it deferred goes to storage.
-                handed.flush();
-                // Then what the runner handed over as it ran: taken up in this same poll (its
-                // commit's answer wakes the task), so a hand-over needs no wake of its own.
-                if !acking_done && handed.came_while_idle() && acking.as_mut().poll(cx).is_ready() {
-                    acking_done = true;
-                }
-                // Published once the poll is over, not batch by batch: the runner, polled after
-                // the acknowledger, went on in this same poll; a runner done is published by
-                // its caller (see `Published`).
-                if out.is_pending() {
-                    published.publish();
-                }
-                out
-            })
-            .await
-        };
-        // Nothing is handed over after the runner: what is queued now is all there is.
-        self.acknowledge(true).await;
+        let closing = AtomicBool::new(false);
+        let mut acking = pin!(self.acknowledge(&closing));
+        let mut acking_done = false;
+        let out = std::future::poll_fn(|cx| {
+            // First: a step that became durable is reported before the runner goes on.
+            if !acking_done && acking.as_mut().poll(cx).is_ready() {
+                acking_done = true;
+            }
+            let out = work.as_mut().poll(cx);
+            // The task waits now (or the runner is done): what it deferred goes to storage.
+            handed.flush();
+            // Then what the runner handed over as it ran: taken up in this same poll (its
+            // commit's answer wakes the task), so a hand-over needs no wake of its own.
+            if !acking_done && handed.came_while_idle() && acking.as_mut().poll(cx).is_ready() {
+                acking_done = true;
+            }
+            // Published once the poll is over, not batch by batch: the runner, polled after
+            // the acknowledger, went on in this same poll; a runner done is published by
+            // its caller (see `Published`).
+            if out.is_pending() {
+                published.publish();
+            }
+            out
+        })
+        .await;
+        // Nothing is handed over after the runner: what is queued now is all there is. The same
+        // acknowledgement goes on to its end: it may be waiting for a batch it took up (a new
+        // one would not see that batch, and whoever waits for it would wait forever).
+        closing.store(true, Ordering::Relaxed);
+        if !acking_done {
+            acking.await;
+        }
         (out, published)
     }
 
-    /// Waits for the batches in order until one fails, or (`closing`: the runner is done) none
-    /// is left.
-    async fn acknowledge(&mut self, closing: bool) {
+    /// Waits for the batches in order until one fails, or (once `closing` is set: the runner
+    /// is done) none is left.
+    async fn acknowledge(&mut self, closing: &AtomicBool) {
         if self.acked.borrow().failed.is_some() {
             return;
         }
@@ -298,7 +303,7 @@ impl Acknowledger {
         let next = || {
             std::future::poll_fn(move |_| match handed.take() {
                 Some(batch) => Poll::Ready(Some(batch)),
-                None if closing => Poll::Ready(None),
+                None if closing.load(Ordering::Relaxed) => Poll::Ready(None),
                 // Polled again by `beside` once the runner hands a batch over.
                 None => Poll::Pending,
             })
@@ -385,5 +390,42 @@ mod tests {
             panic!("the batch is not acknowledged");
         };
         assert!(acked, "the batch is acknowledged");
+    }
+
+    /// A runner that ends (stopped by an error, say) while its acknowledger waits for a batch
+    /// it took up: that batch's answer is still waited for and published. The wait used to be
+    /// dropped with the batch, and whoever waited for the batch (`start`, for a creation)
+    /// waited forever.
+    #[test]
+    fn a_runner_ending_while_its_batch_is_waited_for_leaves_the_batch_acknowledged() {
+        let handed = Arc::new(HandedOver::new(None));
+        let (acked, seen) = watch::channel(Acked::default());
+        let acknowledger = Acknowledger {
+            acks: Arc::new(StepAcks::default()),
+            metrics: Metrics::global(Duration::from_secs(1)),
+            thread: ThreadId::new("t").unwrap(),
+            handed: handed.clone(),
+            acked,
+            published: None,
+        };
+        let (answer, pending) = oneshot::channel();
+        let mut pending = Some(Pending::new(pending));
+        // Hands its batch over in its first poll, and ends in its second.
+        let mut runner = pin!(std::future::poll_fn(|cx| match pending.take() {
+            Some(pending) => {
+                handed.push(InFlight { pending, first_seq: 1, step: None, at: Instant::now() });
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            None => Poll::Ready(()),
+        }));
+        let mut both = pin!(acknowledger.beside(runner.as_mut()));
+        let waker = Waker::from(Arc::new(Wakes::default()));
+        let mut cx = Context::from_waker(&waker);
+        assert!(both.as_mut().poll(&mut cx).is_pending(), "the batch is taken up");
+        assert!(both.as_mut().poll(&mut cx).is_pending(), "the runner ended; its batch is not");
+        answer.send(Ok(Appended::default())).unwrap();
+        assert!(both.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(seen.borrow().batches, 1, "the batch is acknowledged");
     }
 }

@@ -63,6 +63,14 @@ pub(crate) struct Shape {
     child_len: usize,
 }
 
+impl Shape {
+    /// A head of `head` nodes, a fan-out `width` wide and a loop of `rounds` rounds, with no
+    /// tool call, map node or child thread.
+    pub(crate) fn linear_loop(head: usize, width: usize, rounds: u32) -> Shape {
+        Shape { head, width, rounds, calls: 0, map_items: 0, child_len: 0 }
+    }
+}
+
 pub(crate) fn shape() -> impl Strategy<Value = Shape> {
     (1usize..4, 0usize..4, 1u32..4, 0usize..3, 0usize..4, 0usize..3).prop_map(
         |(head, width, rounds, calls, map_items, child_len)| Shape {
@@ -472,15 +480,16 @@ pub(crate) async fn run_on(
 ) -> (u64, BTreeMap<String, Acc>) {
     let dying = Arc::new(dying);
     let builder = Engine::with_store(dying.clone()).workflow(wf).seed(5).concurrency(2);
-    let engine = tune(builder).open().await.unwrap();
-    let health = engine.health().await.unwrap();
+    let engine = bounded("open", tune(builder).open()).await.unwrap();
+    let health = bounded("health", engine.health()).await.unwrap();
     if health.coordination == Some(cairn::telemetry::Coordination::Shared) {
         SHARED_ENGINES.fetch_add(1, Ordering::SeqCst);
     }
     let mut handles = Vec::new();
     for t in 0..THREADS {
         // Starting is idempotent: after a crash this finds the threads recovery resumed.
-        match engine.start_json("gen", Acc::default(), StartOptions::id(format!("t{t}"))).await {
+        let start = engine.start_json("gen", Acc::default(), StartOptions::id(format!("t{t}")));
+        match bounded("start", start).await {
             Ok(h) => handles.push(h),
             Err(_) => break, // the store died during start
         }
@@ -492,11 +501,13 @@ pub(crate) async fn run_on(
                 tokio::time::timeout(std::time::Duration::from_secs(60), h.output::<Acc>()).await;
             let out = match out {
                 Ok(r) => r.unwrap_or_else(|e| panic!("{}: {e}", h.id())),
-                Err(_) => panic!("{} did not finish: {:?}", h.id(), h.outcome().await),
+                Err(_) => {
+                    panic!("{} did not finish: {:?}", h.id(), bounded("outcome", h.outcome()).await)
+                }
             };
             finals.insert(h.id().to_string(), out);
         }
-        engine.shutdown().await;
+        bounded("shutdown", engine.shutdown()).await;
     } else {
         // Let the run go until the store dies (or, for a crash point past the end, until the
         // threads finish), then stop everything where it stands.
@@ -505,17 +516,32 @@ pub(crate) async fn run_on(
                 let _ = h.finished().await;
             }
         };
-        tokio::select! {
-            () = dying.died.notified() => {}
-            () = all_done => {}
-        }
-        engine.crash().await;
+        let died = async {
+            tokio::select! {
+                () = dying.died.notified() => {}
+                () = all_done => {}
+            }
+        };
+        bounded("the run to its crash point", died).await;
+        bounded("crash", engine.crash()).await;
     }
     let n = dying.appends.load(Ordering::SeqCst);
     drop(handles);
     drop(engine);
     drop(dying);
     (n, finals)
+}
+
+/// How long one phase of [`run_on`] may take before the test fails naming it (a hang would
+/// otherwise hold the whole suite until its CI deadline).
+const PHASE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// `phase` to its end, or a panic naming it once [`PHASE_LIMIT`] passes.
+pub(crate) async fn bounded<T>(what: &str, phase: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(PHASE_LIMIT, phase).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what} did not end within {PHASE_LIMIT:?}"),
+    }
 }
 
 /// Keys of tool calls whose results are recorded in the log of any thread (the started ones

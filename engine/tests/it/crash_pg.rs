@@ -32,6 +32,8 @@ static CASES: AtomicU64 = AtomicU64::new(0);
 static DIVERGED: AtomicU64 = AtomicU64::new(0);
 static REPEATED: AtomicU64 = AtomicU64::new(0);
 static CUTS: AtomicU64 = AtomicU64::new(0);
+/// Held by each test that runs cases, so that the counts above are one test's.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn tune(b: EngineBuilder) -> EngineBuilder {
     b.lease_ttl_ms(LEASE_TTL_MS).poll_ms(50).recovery(RecoveryPolicy::Resume)
@@ -114,11 +116,16 @@ fn engine_crash_at_the_sql_boundary_on_postgres_then_resume() {
     let Some(cluster) = Cluster::start("engine_crash_at_the_sql_boundary_on_postgres") else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let config = ProptestConfig {
         cases: cases_from_env("CAIRN_PG_CRASH_CASES", 24),
         failure_persistence: None,
         ..ProptestConfig::default()
     };
+    // The counts start here: the regression case below may have run before.
+    for count in [&CASES, &DIVERGED, &REPEATED, &CUTS] {
+        count.store(0, Ordering::SeqCst);
+    }
     let shared_before = SHARED_ENGINES.load(Ordering::SeqCst);
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let result = runner.run(&(shape(), 0.0f64..1.0, cut()), |(shape, frac, cut)| {
@@ -163,4 +170,20 @@ fn an_engine_over_the_crash_wrapper_coordinates_through_postgres() {
         assert_eq!(health.coordination, Some(cairn::telemetry::Coordination::Shared));
         engine.shutdown().await;
     });
+}
+
+/// The case that once hung CI: the store dies at a thread's creation, whose COMMIT reaches the
+/// server and loses its answer. The runner's first batch is refused at once, while the writer
+/// still asks the server what became of the creation; `start` must learn that outcome (its
+/// runner's acknowledger used to drop the batch it was waiting for when the runner stopped, and
+/// `start` waited forever).
+#[test]
+fn a_start_whose_creation_lost_its_commit_answer_returns_when_its_runner_is_refused() {
+    let Some(cluster) = Cluster::start("a_start_whose_creation_lost_its_commit_answer") else {
+        return;
+    };
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let shape = crate::crash::Shape::linear_loop(1, 1, 3);
+    // The crash point: the second thread's creation.
+    one_case(&cluster, &shape, 0.5004946873161975, Cut::AfterCommit).unwrap();
 }

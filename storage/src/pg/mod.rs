@@ -108,8 +108,9 @@ struct Inner {
     blocking_reads: Arc<AtomicU64>,
     /// Counts such a read (into `blocking_reads` and the metrics).
     on_block: OnBlock,
-    /// The runtime the connections' tasks run on: held, never read.
-    _driver: Driver,
+    /// The runtime the connections' tasks run on: held, never read (the writer's thread holds
+    /// it too, until it has answered its last write).
+    _driver: Arc<Driver>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -134,7 +135,7 @@ impl PgStore {
     }
 
     fn connect_here(url: &str, durability: Durability) -> Result<PgStore, Error> {
-        let driver = Driver::start()?;
+        let driver = Arc::new(Driver::start()?);
         let metrics = crate::telemetry::StoreMetrics::default();
         let sync = if durability == Durability::Immediate { "on" } else { "off" };
         let target = |role: &'static str| -> Result<Target, Error> {
@@ -169,7 +170,7 @@ impl PgStore {
             tx.clone(),
             who,
             metrics.clone(),
-            driver.handle(),
+            driver.clone(),
         )?;
         let (drivers, _) =
             tokio::sync::broadcast::channel(crate::limits::DRIVER_MESSAGES_QUEUED_MAX);

@@ -19,7 +19,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::delete::{delete_infos, remove_checkpoints};
 use super::group::Cached;
-use super::pool::{Connect, Link as Client};
+use super::pool::{Connect, Driver, Link as Client};
 use super::read::decode_info;
 use super::tx::{Statements, Tx};
 use super::xid::{self, IDS_PER_TRANSACTION};
@@ -84,20 +84,27 @@ pub(crate) struct Writer {
 impl Writer {
     /// Starts the writer on `client` (a connection driven by the store's runtime, used by this
     /// thread alone: the writer's thread blocks on each of its statements, as its planner asks
-    /// for rows synchronously); it publishes the last committed lsn on `committed`.
+    /// for rows synchronously); it publishes the last committed lsn on `committed`. The thread
+    /// holds `driver` until it ends: a store dropped while its last group is still being
+    /// committed, or its commit's outcome asked for on a fresh connection, keeps the runtime
+    /// those connections need until that group is answered.
     pub fn start(
         client: Client,
         reconnect: Connect,
         committed: Arc<watch::Sender<u64>>,
         who: Identity,
         metrics: StoreMetrics,
-        handle: tokio::runtime::Handle,
+        driver: Arc<Driver>,
     ) -> Result<Writer, Error> {
         let (ops, mut queue) = channel(QUEUED_OPS_MAX);
         let shared = metrics.clone();
+        let handle = driver.handle();
         std::thread::Builder::new()
             .name("cairn-pg-writer".into())
-            .spawn(move || run(client, &reconnect, &mut queue, &committed, &who, &shared))
+            .spawn(move || {
+                run(client, &reconnect, &mut queue, &committed, &who, &shared);
+                drop(driver);
+            })
             .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
         Ok(Writer { ops, handle, metrics })
     }

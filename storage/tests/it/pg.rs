@@ -432,6 +432,31 @@ fn a_commit_cut_off_from_its_answer_is_resolved_by_the_transaction_status() {
     assert!(store.verify().unwrap().is_clean());
 }
 
+/// A store dropped while its writer still commits the last write it accepted: the write is
+/// answered truly. The writer's thread keeps the store's runtime until then: its commit's
+/// answer was lost, so it asks for the transaction's status on a fresh connection, which that
+/// runtime drives (the thread used to panic there, the runtime shut down under it, and the
+/// write's answer was dropped).
+#[test]
+fn a_write_accepted_before_its_store_is_dropped_is_answered_after_a_lost_commit_answer() {
+    use cairn_storage_testkit::pg_proxy::{Cut, Proxy};
+    let Some(cluster) = Cluster::start("a_write_accepted_before_its_store_is_dropped") else {
+        return;
+    };
+    let url = cluster.new_database();
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
+    create_thread(&store, "t", 1);
+    proxy.cut_next_commit("cairn-writer", Cut::AfterAnswer);
+    let pending = store.append(Batch { events: vec![event("t", 2)], ..Batch::default() }).unwrap();
+    drop(store);
+    let acked = pending.wait_blocking().expect("committed, so acknowledged");
+    assert_eq!(acked.bookmarks[0].seq, Seq(2));
+    assert_eq!(proxy.cuts(), 1, "the proxy cut the writer's COMMIT");
+    let reopened = PgStore::connect(&url, Durability::Immediate).expect("connect");
+    assert_eq!(reopened.read_since(&tid("t"), Seq(0), 10).wait().unwrap().len(), 2);
+}
+
 /// A thread delete whose COMMIT is cut on the wire: before it reaches the server nothing of it
 /// committed, so it runs again on a fresh connection (the thread is gone once, the delete
 /// acknowledged); cut right after sending, it is whole or gone as the answer says; with the
