@@ -153,7 +153,15 @@ impl HandedOver {
     pub fn new(store: Option<Arc<dyn Store>>) -> HandedOver {
         let batches = VecDeque::with_capacity(HANDED_OVER_CAPACITY);
         let queue = Mutex::new(Queue { batches, idle: false });
-        HandedOver { queue, deferred: Mutex::default(), store }
+        // Room for as many as a short thread defers at once (grown a batch at a time, its
+        // vectors were copied three times over).
+        let room = if store.is_some() { HANDED_OVER_CAPACITY } else { 0 };
+        let kept = KeptBack {
+            batches: Vec::with_capacity(room),
+            meta: Vec::with_capacity(room),
+            oldest_ms: 0,
+        };
+        HandedOver { queue, deferred: Mutex::new(kept), store }
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {

@@ -57,6 +57,11 @@ pub(crate) struct Runner {
     last_checkpoint_ms: u64,
 }
 
+/// Events a runner's batch has room for from the start: a step's node's end and the step's
+/// (with a tool call or two, or a status change) fit, so the vector is not grown by copying in
+/// each thread's first steps.
+const STEP_EVENTS_CAPACITY: usize = 8;
+
 enum StepEnd {
     Continue,
     Exit(Exit),
@@ -83,7 +88,7 @@ impl Runner {
             env,
             ctx,
             record,
-            emitted: Vec::new(),
+            emitted: Vec::with_capacity(STEP_EVENTS_CAPACITY),
             runs: Vec::new(),
             last_checkpoint_ms,
         }

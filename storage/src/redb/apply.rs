@@ -30,7 +30,7 @@ pub(crate) fn apply(
         last_lsn = lsn;
     }
     // Framed at the group's end, a frame per run of a thread's events across its batches.
-    tables.stage_events(std::mem::take(&mut plan.log));
+    tables.stage_events(&mut plan.log);
     for (correlation, lsn, framed) in &plan.correlations {
         tables
             .correlations()?

@@ -52,24 +52,28 @@ macro_rules! tables {
             /// latest of each (see [`Tables::stage_thread`]).
             staged: BTreeMap<ThreadId, StoredThread>,
             /// Events of this transaction's batches not yet framed into `events`, in lsn order
-            /// (see [`Tables::stage_events`]).
-            staged_events: Vec<Event>,
+            /// (see [`Tables::stage_events`]): the writer's buffer, emptied when this opens, which
+            /// keeps its room from one group to the next.
+            staged_events: &'c mut Vec<Event>,
             /// Thread rows written in this transaction so far.
             pub(crate) thread_rows: usize,
             $($name: Option<Table<'txn, $key, $value>>,)+
         }
 
         impl<'txn, 'c> Tables<'txn, 'c> {
-            /// No table opened yet.
+            /// No table opened yet; `events` is where its batches' events wait to be framed
+            /// (emptied here: a group that failed may have left some).
             pub(crate) fn new(
                 txn: &'txn WriteTransaction,
                 cache: &'c mut ThreadCache,
+                events: &'c mut Vec<Event>,
             ) -> Tables<'txn, 'c> {
+                events.clear();
                 Tables {
                     txn,
                     cache,
                     staged: BTreeMap::new(),
-                    staged_events: Vec::new(),
+                    staged_events: events,
                     thread_rows: 0,
                     $($name: None,)+
                 }
@@ -131,12 +135,8 @@ impl<'txn> Tables<'txn, '_> {
     /// before anything reads the log directly): the batches of one thread that a group holds in
     /// a row (a runner's pipelined steps, their lsns following each other) become one frame
     /// instead of one a batch (`event_batch::frames` cuts runs at 64 events, ~64 KiB).
-    pub(crate) fn stage_events(&mut self, events: Vec<Event>) {
-        if self.staged_events.is_empty() {
-            self.staged_events = events;
-        } else {
-            self.staged_events.extend(events);
-        }
+    pub(crate) fn stage_events(&mut self, events: &mut Vec<Event>) {
+        self.staged_events.append(events);
     }
 
     /// Frames every staged event into the log (see [`Tables::stage_events`]). An error leaves
@@ -145,8 +145,11 @@ impl<'txn> Tables<'txn, '_> {
         if self.staged_events.is_empty() {
             return Ok(());
         }
-        let staged = std::mem::take(&mut self.staged_events);
-        super::log::append(self.events_table()?, &staged)
+        let mut staged = std::mem::take(self.staged_events);
+        let appended = super::log::append(self.events_table()?, &staged);
+        staged.clear();
+        *self.staged_events = staged;
+        appended
     }
 
     /// The index table, with every staged thread record written first: whatever reads or
@@ -335,8 +338,8 @@ fn has_tables(txn: &ReadTransaction) -> Result<bool, Error> {
 
 /// Writes the meta table and creates every table, in `txn`.
 pub(crate) fn initialise(txn: &WriteTransaction, created_at_ms: u64) -> Result<(), Error> {
-    let mut cache = ThreadCache::default();
-    let mut tables = Tables::new(txn, &mut cache);
+    let (mut cache, mut events) = (ThreadCache::default(), Vec::new());
+    let mut tables = Tables::new(txn, &mut cache, &mut events);
     tables.create_all()?;
     let op = "initialise meta";
     let meta = tables.meta()?;

@@ -114,6 +114,9 @@ pub(crate) struct Writer {
     pub(crate) last_commit: Duration,
     /// The thread records this writer last wrote (see [`super::cache`]).
     pub(crate) cache: ThreadCache,
+    /// Where a group's events wait to be framed (see [`Tables::stage_events`]), kept with its
+    /// room: a group of many threads' batches grew a new one by copying, each commit.
+    staged_events: Vec<crate::event::Event>,
     /// Where each group commit's figures go.
     pub(crate) metrics: crate::telemetry::StoreMetrics,
     /// Writes that callers announced and are still computing (see [`crate::WriteIntents`]).
@@ -160,6 +163,7 @@ impl Writer {
             last_group: 1,
             last_commit: Duration::ZERO,
             cache: ThreadCache::default(),
+            staged_events: Vec::new(),
             metrics,
             intents,
             gather_max: GATHER_WAIT_MAX,
@@ -376,7 +380,8 @@ impl Writer {
                 return Err(Error::storage("set durability", e));
             }
             let mut cache = std::mem::take(&mut self.cache);
-            let mut tables = Tables::new(&txn, &mut cache);
+            let mut events = std::mem::take(&mut self.staged_events);
+            let mut tables = Tables::new(&txn, &mut cache, &mut events);
             let applied = self.gather(&mut tables, &mut taken, &mut g, rx, (target, deadline));
             self.intents.gathering(false);
             // The group's events, framed once, and each thread record it changed, written once
@@ -391,6 +396,7 @@ impl Writer {
             // Back for the next group (after a failure too: the store is poisoned then, and a
             // reopen starts with a new writer and an empty cache).
             self.cache = cache;
+            self.staged_events = events;
             if let Err(error) = applied {
                 abort(txn);
                 return Err(error);
