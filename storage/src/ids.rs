@@ -16,9 +16,38 @@ use crate::limits::THREAD_ID_BYTES_MAX;
 /// The id of a thread (one run of one workflow version on one input).
 ///
 /// The text is shared: a clone (every record, event, map key and message that names the
-/// thread holds one) counts a reference instead of copying the text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// thread holds one) counts a reference instead of copying the text. Compared as its text;
+/// two clones of one id compare equal without reading it.
+#[derive(Debug, Clone, Eq)]
 pub struct ThreadId(Arc<str>);
+
+/// Hashed as its text: equal ids hash alike, whether clones of one or made apart.
+impl std::hash::Hash for ThreadId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialEq for ThreadId {
+    fn eq(&self, other: &ThreadId) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Ord for ThreadId {
+    fn cmp(&self, other: &ThreadId) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return std::cmp::Ordering::Equal;
+        }
+        self.0.cmp(&other.0)
+    }
+}
+
+impl PartialOrd for ThreadId {
+    fn partial_cmp(&self, other: &ThreadId) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 /// Serialised as its text, borrowed: the same bytes as a `String` of it.
 impl Serialize for ThreadId {
@@ -223,6 +252,23 @@ mod tests {
         let long = format!("\"{}\"", "x".repeat(crate::limits::THREAD_ID_BYTES_MAX + 1));
         assert!(serde_json::from_slice::<ThreadId>(long.as_bytes()).is_err());
         assert!(postcard::from_bytes::<ThreadId>(&postcard::to_allocvec("").expect("e")).is_err());
+    }
+
+    /// Ids compare, order and hash as their text, whether clones of one id or made apart.
+    #[test]
+    fn thread_ids_compare_as_their_text() {
+        use std::hash::BuildHasher;
+        let id = |s: &str| ThreadId::new(s).expect("an id");
+        let (a, b, z) = (id("order-1"), id("order-1"), id("order-2"));
+        let hasher = std::collections::hash_map::RandomState::new();
+        assert_eq!(a, b);
+        assert_eq!(a.cmp(&b), std::cmp::Ordering::Equal);
+        assert_eq!(hasher.hash_one(&a), hasher.hash_one(&b));
+        assert_eq!(a, a.clone());
+        assert_eq!(a.cmp(&a.clone()), std::cmp::Ordering::Equal);
+        assert_ne!(a, z);
+        assert_eq!(a.cmp(&z), "order-1".cmp("order-2"));
+        assert_eq!(z.cmp(&a.clone()), std::cmp::Ordering::Greater);
     }
 
     /// A clone shares the text instead of copying it (an id is cloned into every record, event

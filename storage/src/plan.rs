@@ -116,10 +116,9 @@ pub(crate) fn plan(
     }
     for upsert in batch.threads {
         let id = upsert.id.clone();
-        plan.thread(tables, &id)?;
         // Replaced where it is (no map entry removed and made again); the upsert takes its
         // tail and lease.
-        let slot = plan.threads.get_mut(&id).expect("read into the plan above");
+        let slot = thread_in(&mut plan.threads, tables, &id)?;
         *slot = Some(merge_upsert(upsert, slot.take()));
         mark_dirty(&mut plan.dirty_threads, &id);
     }
@@ -153,7 +152,7 @@ pub(crate) fn plan(
         plan.queue_op(tables, op)?;
     }
     plan.release_ended(tables)?;
-    plan.queue_writes = std::mem::take(&mut plan.queue_plan).finish()?;
+    plan.queue_writes = plan.queue_plan.finish()?;
     Ok(plan)
 }
 
@@ -165,8 +164,7 @@ impl Plan {
         new: crate::event::NewEvent,
     ) -> Result<(), Error> {
         let id = new.thread.clone();
-        self.thread(tables, &id)?;
-        let Some(Some(stored)) = self.threads.get_mut(&id) else {
+        let Some(stored) = thread_in(&mut self.threads, tables, &id)? else {
             return Err(Error::UnknownThread(id));
         };
         let seq = match stored.record.last {
@@ -263,6 +261,19 @@ where
     Ok(&cache[key])
 }
 
+/// The thread `id` as the plan's `threads` hold it, read from `tables` (and kept) the first
+/// time: one search of the map (an id's clone is a reference counted).
+fn thread_in<'t>(
+    threads: &'t mut BTreeMap<ThreadId, Option<StoredThread>>,
+    tables: &mut impl PlanState,
+    id: &ThreadId,
+) -> Result<&'t mut Option<StoredThread>, Error> {
+    Ok(match threads.entry(id.clone()) {
+        std::collections::btree_map::Entry::Occupied(held) => held.into_mut(),
+        std::collections::btree_map::Entry::Vacant(slot) => slot.insert(tables.stored_thread(id)?),
+    })
+}
+
 /// Adds `key` to the `dirty` keys (written at the end of the plan) unless it is there.
 pub(crate) fn mark_dirty<K: PartialEq + Clone>(dirty: &mut Vec<K>, key: &K) {
     if !dirty.contains(key) {
@@ -340,8 +351,8 @@ impl Plan {
         &mut self,
         tables: &mut impl PlanState,
         id: &ThreadId,
-    ) -> Result<&Option<StoredThread>, Error> {
-        cached(&mut self.threads, id, || tables.stored_thread(id))
+    ) -> Result<&mut Option<StoredThread>, Error> {
+        thread_in(&mut self.threads, tables, id)
     }
 
     /// Numbers a signal and encodes it, refusing a thread that does not exist or has ended as
@@ -454,9 +465,8 @@ impl Plan {
 
     fn lease_op(&mut self, tables: &mut impl PlanState, op: LeaseOp) -> Result<(), Error> {
         let thread = op.thread().clone();
-        self.thread(tables, &thread)?;
         // The plan's own copy, changed in place (not cloned): an error drops the whole plan.
-        let Some(Some(stored)) = self.threads.get_mut(&thread) else {
+        let Some(stored) = thread_in(&mut self.threads, tables, &thread)? else {
             return Err(Error::UnknownThread(thread));
         };
         let record = &mut stored.record;

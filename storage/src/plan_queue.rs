@@ -79,8 +79,9 @@ pub(crate) struct QueuePlan {
 }
 
 impl QueuePlan {
-    /// Encodes what changed.
-    pub(crate) fn finish(mut self) -> Result<QueueWrites, Error> {
+    /// Encodes what changed, taking it out of this plan (a batch that touched no queue takes
+    /// nothing, and its empty maps are dropped once, with the plan).
+    pub(crate) fn finish(&mut self) -> Result<QueueWrites, Error> {
         let mut out = QueueWrites::default();
         if self.dirty_queues.is_empty()
             && self.dirty_members.is_empty()
@@ -89,22 +90,22 @@ impl QueuePlan {
         {
             return Ok(out); // most batches touch no queue
         }
-        for name in self.dirty_queues {
+        for name in std::mem::take(&mut self.dirty_queues) {
             let framed = match self.queues.remove(&name).flatten() {
                 Some(q) => Some(codec::encode_queue(&q)?),
                 None => None,
             };
             out.queues.push((name, framed));
         }
-        for id in self.dirty_members {
+        for id in std::mem::take(&mut self.dirty_members) {
             let framed = match self.members.remove(&id).flatten() {
                 Some(m) => Some(codec::encode_queue_member(&m)?),
                 None => None,
             };
             out.members.push((id, framed));
         }
-        out.waiting = self.waiting;
-        out.dedup = self.dedup;
+        out.waiting = std::mem::take(&mut self.waiting);
+        out.dedup = std::mem::take(&mut self.dedup);
         Ok(out)
     }
 

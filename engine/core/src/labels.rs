@@ -21,9 +21,13 @@ use crate::thread_ctx::ThreadMeta;
 /// # Errors
 /// A message when the labels would pass `LABELS_PER_THREAD_MAX`.
 pub fn requested(meta: &ThreadMeta) -> Result<Option<Body>, String> {
-    let mut changes: BTreeMap<&str, Option<&str>> = BTreeMap::new();
     let completed = meta.open.values().filter(|j| j.outcome.is_some());
-    for (key, value) in completed.flat_map(|j| j.values.iter().filter_map(marks::label_in)) {
+    let mut marked = completed.flat_map(|j| j.values.iter().filter_map(marks::label_in)).peekable();
+    if marked.peek().is_none() {
+        return Ok(None); // most steps set no label
+    }
+    let mut changes: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    for (key, value) in marked {
         changes.insert(key, value);
     }
     let mut set = BTreeMap::new();
