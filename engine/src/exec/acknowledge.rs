@@ -366,10 +366,9 @@ mod tests {
         }
     }
 
-    /// The runner's task is woken by the commit's answer only: the hand-over of the batch is
-    /// taken up in the poll that made it (a channel woke the task once more per batch).
-    #[test]
-    fn a_batch_handed_over_as_the_runner_runs_wakes_nothing() {
+    /// An acknowledger of thread `t` that defers nothing, its hand-over queue, and what it
+    /// publishes.
+    fn acknowledger() -> (Acknowledger, Arc<HandedOver>, watch::Receiver<Acked>) {
         let handed = Arc::new(HandedOver::new(None));
         let (acked, seen) = watch::channel(Acked::default());
         let acknowledger = Acknowledger {
@@ -380,6 +379,14 @@ mod tests {
             acked,
             published: None,
         };
+        (acknowledger, handed, seen)
+    }
+
+    /// The runner's task is woken by the commit's answer only: the hand-over of the batch is
+    /// taken up in the poll that made it (a channel woke the task once more per batch).
+    #[test]
+    fn a_batch_handed_over_as_the_runner_runs_wakes_nothing() {
+        let (acknowledger, handed, seen) = acknowledger();
         let (answer, pending) = oneshot::channel();
         let mut runner = pin!(async {
             let pending = Pending::new(pending);
@@ -406,16 +413,7 @@ mod tests {
     /// waited forever.
     #[test]
     fn a_runner_ending_while_its_batch_is_waited_for_leaves_the_batch_acknowledged() {
-        let handed = Arc::new(HandedOver::new(None));
-        let (acked, seen) = watch::channel(Acked::default());
-        let acknowledger = Acknowledger {
-            acks: Arc::new(StepAcks::default()),
-            metrics: Metrics::global(Duration::from_secs(1)),
-            thread: ThreadId::new("t").unwrap(),
-            handed: handed.clone(),
-            acked,
-            published: None,
-        };
+        let (acknowledger, handed, seen) = acknowledger();
         let (answer, pending) = oneshot::channel();
         let mut pending = Some(Pending::new(pending));
         // Hands its batch over in its first poll, and ends in its second.
