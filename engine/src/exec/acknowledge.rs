@@ -71,7 +71,6 @@ pub(crate) struct HandedOver {
 }
 
 /// The deferred batches and, beside them, what each one's [`InFlight`] is to say.
-#[derive(Default)]
 struct KeptBack {
     /// Handed to storage out of this vector, which keeps its capacity for the runner's next ones.
     batches: Vec<Batch>,
