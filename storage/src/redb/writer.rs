@@ -47,20 +47,21 @@ pub(crate) enum Command {
 
 /// The distinct callers of one group: the threads its writes belong to (a write that names no
 /// thread counts as a caller of its own).
+///
+/// The ids come from callers, so the set's hash is seeded per process (foldhash's: a fraction
+/// of SipHash's cost); it holds at most one group's writes (`group_max_batches`), which bounds
+/// what colliding ids could cost.
 #[derive(Default)]
 struct Callers {
-    threads: std::collections::HashSet<ThreadId>,
+    threads: std::collections::HashSet<ThreadId, foldhash::fast::RandomState>,
     anonymous: usize,
 }
 
 impl Callers {
     fn add(&mut self, write: &Write) {
         match write.thread() {
-            Some(thread) => {
-                if !self.threads.contains(thread) {
-                    self.threads.insert(thread.clone());
-                }
-            }
+            // An id's clone is a reference counted: one hash, whether or not it is new.
+            Some(thread) => _ = self.threads.insert(thread.clone()),
             None => self.anonymous += 1,
         }
     }
