@@ -3,7 +3,8 @@
 //! Order inside a batch: guards are checked against the state before the batch; then events are
 //! appended (seq and lsn assigned), thread records upserted, checkpoints saved (each covering its
 //! thread's last bookmark after this batch's events), payloads put, lock and lease operations
-//! applied. Any failure rejects the whole batch and leaves other batches of the same group commit
+//! applied. A runner's guard and lease renewal ([`RunnerOps`]) take their places among the
+//! guards (last) and the lease operations (first). Any failure rejects the whole batch and leaves other batches of the same group commit
 //! unaffected.
 
 use std::sync::Arc;
@@ -37,6 +38,11 @@ pub struct Batch {
     pub leases: Vec<LeaseOp>,
     /// Conditions checked against the state before the batch; any failing rejects it.
     pub guards: Vec<Guard>,
+    /// The guard and lease operation a runner puts on each batch of the thread it drives (see
+    /// [`RunnerOps`]): checked after `guards`, and applied before `leases`, as if they were
+    /// their last and first entries. Boxed: a batch is moved a dozen times between its runner
+    /// and the writer, and each move copies what it holds inline.
+    pub runner: Option<Box<RunnerOps>>,
     /// When threads this batch upserts next need an engine although no runner drives them (a
     /// timer or a deadline): a hint for stores several engines share, which index it so that a
     /// worker looking for work reads only the threads due (PostgreSQL's `ready_at`). A thread
@@ -57,6 +63,35 @@ pub struct Batch {
     /// thread record this batch moves to a finished status leaves its queue (its slot, or its
     /// place in line, is released in this batch's transaction).
     pub queues: Vec<crate::queue::QueueOp>,
+}
+
+/// What a runner puts on each batch of the thread it drives ([`Batch::runner`]): outside the
+/// batch's vectors, which a runner's batch otherwise leaves empty (two vectors of one entry
+/// each were two allocations a step, and two frees on the writer's thread; this is one).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use cairn_storage::{Batch, Guard, LeaseOp, RunnerOps, Seq, ThreadId};
+/// let thread = ThreadId::new("t1")?;
+/// let mut batch = Batch::default();
+/// batch.runner = Some(Box::new(RunnerOps {
+///     guard: Guard::LastSeq { thread: thread.clone(), seq: Seq(12) },
+///     lease: Some(LeaseOp::Renew { thread, owner: Arc::from("engine-a"), now_ms: 0, ttl_ms: 30_000 }),
+/// }));
+/// assert_eq!(batch.all_guards().count(), 1);
+/// assert!(!batch.is_empty()); // a guard and a renewal are a write
+/// # Ok::<(), cairn_storage::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerOps {
+    /// Checked after [`Batch::guards`]: a runner's [`Guard::LastSeq`] on the last event it
+    /// submitted before this batch.
+    pub guard: Guard,
+    /// Applied before [`Batch::leases`], if any: a runner's [`LeaseOp::Renew`] of its lease
+    /// (none on a batch whose `leases` take or renew it).
+    pub lease: Option<LeaseOp>,
 }
 
 /// When a thread no runner drives next needs an engine (see [`Batch::wakes`]).
@@ -92,8 +127,8 @@ impl Batch {
             self.checkpoints.len(),
             self.payloads.len(),
             self.locks.len(),
-            self.leases.len(),
-            self.guards.len(),
+            self.all_leases().count(),
+            self.all_guards().count(),
             self.wakes.len(),
             self.signals.len(),
             self.copied_signals.len(),
@@ -129,8 +164,19 @@ impl Batch {
         }
         self.locks.iter().try_for_each(LockOp::check_limits)?;
         self.queues.iter().try_for_each(crate::queue::QueueOp::check_limits)?;
-        self.leases.iter().try_for_each(LeaseOp::check_limits)?;
+        self.all_leases().try_for_each(LeaseOp::check_limits)?;
         limits::check("BATCH_BYTES_MAX", weight, BATCH_BYTES_MAX)
+    }
+
+    /// Every guard, in the order they are checked: [`Batch::guards`], then the runner's.
+    pub fn all_guards(&self) -> impl Iterator<Item = &Guard> {
+        self.guards.iter().chain(self.runner.as_ref().map(|r| &r.guard))
+    }
+
+    /// Every lease operation, in the order they are applied: the runner's, then
+    /// [`Batch::leases`].
+    pub fn all_leases(&self) -> impl Iterator<Item = &LeaseOp> {
+        self.runner.as_ref().and_then(|r| r.lease.as_ref()).into_iter().chain(&self.leases)
     }
 
     /// Whether the batch writes nothing and checks nothing.
@@ -142,6 +188,7 @@ impl Batch {
             && self.locks.is_empty()
             && self.leases.is_empty()
             && self.guards.is_empty()
+            && self.runner.is_none()
             && self.signals.is_empty()
             && self.copied_signals.is_empty()
             && self.queues.is_empty()

@@ -98,7 +98,7 @@ mod subscription;
 pub mod telemetry;
 mod thread;
 
-pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned, Wake};
+pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned, RunnerOps, Wake};
 pub use checkpoint::{Checkpoint, CheckpointInfo, CheckpointKind, CheckpointMeta, NewCheckpoint};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use correlation::{CorrelationEntry, CorrelationQuery};

@@ -99,7 +99,7 @@ pub(crate) struct Plan {
 pub(crate) fn plan(
     tables: &mut impl PlanState,
     counters: Counters,
-    batch: Batch,
+    mut batch: Batch,
 ) -> Result<Plan, Error> {
     let mut plan = Plan {
         log: Vec::with_capacity(batch.events.len()),
@@ -108,10 +108,10 @@ pub(crate) fn plan(
             ..Appended::default()
         },
         counters,
-        wakes: batch.wakes,
+        wakes: std::mem::take(&mut batch.wakes),
         ..Plan::default()
     };
-    for guard in &batch.guards {
+    for guard in batch.all_guards() {
         plan.check_guard(tables, guard)?;
     }
     for upsert in batch.threads {
@@ -139,7 +139,7 @@ pub(crate) fn plan(
     for op in batch.locks {
         plan.lock_op(tables, op)?;
     }
-    for op in batch.leases {
+    for op in batch.runner.and_then(|r| r.lease).into_iter().chain(batch.leases) {
         plan.lease_op(tables, op)?;
     }
     for signal in batch.signals {

@@ -65,8 +65,8 @@ impl Write {
                 .first()
                 .map(|e| &e.thread)
                 .or_else(|| batch.threads.first().map(|t| &t.id))
-                .or_else(|| batch.leases.first().map(LeaseOp::thread))
-                .or_else(|| batch.guards.first().map(Guard::thread)),
+                .or_else(|| batch.all_leases().next().map(LeaseOp::thread))
+                .or_else(|| batch.all_guards().next().map(Guard::thread)),
             Write::ClearCheckpoints(thread, _)
             | Write::Prune(thread, _, _)
             | Write::DeleteThread(thread, _, _) => Some(thread),

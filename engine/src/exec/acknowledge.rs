@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 
@@ -57,6 +57,102 @@ pub(crate) struct Acked {
     /// The first failure: the batches after it were rejected (or never reached the disk), so
     /// the runner's context is ahead of the log and every later settle reports it.
     pub failed: Option<cairn_storage::Error>,
+}
+
+/// [`Acked`] as the acknowledger updates it and the pipeline waits on it, in the runner's task.
+///
+/// A `watch` channel did this before: its every send woke eight lists of waiters (tokio's
+/// `BigNotify`), about 450 instructions a batch with nobody waiting. This is one lock and one
+/// list: [`AckState::update`] bumps a version and notifies [`AckState::wait_for`]'s waiters,
+/// which register before they look, so no update is missed. Once the acknowledger is gone
+/// ([`AckState::close`]), waiters are told so.
+#[derive(Default)]
+pub(crate) struct AckState {
+    acked: Mutex<Acked>,
+    /// Updates so far (what [`Published`] compares to see whether anything changed).
+    version: AtomicU64,
+    closed: AtomicBool,
+    changed: tokio::sync::Notify,
+}
+
+/// The acknowledger is gone ([`AckState::close`]) before what was waited for was seen.
+#[derive(Debug)]
+pub(crate) struct AckClosed;
+
+impl AckState {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Acked> {
+        self.acked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What has been seen so far.
+    pub fn get(&self) -> Acked {
+        self.lock().clone()
+    }
+
+    /// Whether a batch has failed.
+    pub fn failed(&self) -> Option<cairn_storage::Error> {
+        self.lock().failed.clone()
+    }
+
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Changes what was seen and wakes every waiter.
+    fn update(&self, change: impl FnOnce(&mut Acked)) {
+        change(&mut self.lock());
+        self.version.fetch_add(1, Ordering::AcqRel);
+        self.changed.notify_waiters();
+    }
+
+    /// The acknowledger is gone: waiters stop waiting.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until `ready` holds of what was seen, and returns it.
+    ///
+    /// # Errors
+    /// [`AckClosed`] once the acknowledger is gone with `ready` never seen to hold.
+    pub async fn wait_for(
+        &self,
+        mut ready: impl FnMut(&Acked) -> bool,
+    ) -> Result<Acked, AckClosed> {
+        self.wait_until(|| {
+            let acked = self.lock();
+            ready(&acked).then(|| acked.clone())
+        })
+        .await
+    }
+
+    /// Waits until `ready()` holds, looking again at every change of what was seen.
+    ///
+    /// # Errors
+    /// [`AckClosed`] once the acknowledger is gone with `ready()` never seen to hold.
+    pub async fn wait_until<T>(
+        &self,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T, AckClosed> {
+        // Most waits are over at once (a runner's pipeline has room): looked at first without
+        // registering, which takes the waiters' lock twice.
+        if let Some(out) = ready() {
+            return Ok(out);
+        }
+        loop {
+            let notified = self.changed.notified();
+            let mut notified = pin!(notified);
+            // Registered before looking again: an update after the look wakes this wait.
+            notified.as_mut().enable();
+            if let Some(out) = ready() {
+                return Ok(out);
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return Err(AckClosed);
+            }
+            notified.await;
+        }
+    }
 }
 
 /// The batches handed over by a runner that its acknowledger has not taken up yet, and those
@@ -100,7 +196,9 @@ struct Queue {
 /// are in one commit), and is never held by a store that does not answer.
 pub(crate) struct Published {
     tx: Option<watch::Sender<Acked>>,
-    seen: watch::Receiver<Acked>,
+    seen: Arc<AckState>,
+    /// The version of `seen` last published.
+    version: u64,
 }
 
 impl Published {
@@ -108,11 +206,13 @@ impl Published {
     pub fn publish(&mut self) {
         let Some(tx) = &self.tx else { return };
         // Nothing acknowledged since the last look (one atomic load: this runs at every poll's
-        // end). Once the acknowledger is gone the channel says closed, not whether it changed.
-        if !self.seen.has_changed().unwrap_or(true) {
+        // end).
+        let version = self.seen.version();
+        if version == self.version {
             return;
         }
-        let now = self.seen.borrow_and_update().clone();
+        self.version = version;
+        let now = self.seen.get();
         tx.send_if_modified(|p| {
             let changed = p.batches != now.batches || p.failed.is_some() != now.failed.is_some();
             *p = now;
@@ -248,10 +348,17 @@ pub(crate) struct Acknowledger {
     pub(super) metrics: Metrics,
     pub(super) thread: ThreadId,
     pub(super) handed: Arc<HandedOver>,
-    pub(super) acked: watch::Sender<Acked>,
+    /// What it has seen, closed when it is dropped.
+    pub(super) acked: Arc<AckState>,
     /// What `acked` says, published to waiters outside the runner's task once the task's poll
     /// ends (see [`Acknowledger::beside`]); taken by `beside`.
     pub(super) published: Option<watch::Sender<Acked>>,
+}
+
+impl Drop for Acknowledger {
+    fn drop(&mut self) {
+        self.acked.close();
+    }
 }
 
 impl Acknowledger {
@@ -263,7 +370,8 @@ impl Acknowledger {
     /// made it: a runner's future is several KiB, not to be moved into this one.
     pub async fn beside<W: Future>(mut self, mut work: Pin<&mut W>) -> (W::Output, Published) {
         let handed = self.handed.clone();
-        let mut published = Published { tx: self.published.take(), seen: self.acked.subscribe() };
+        let seen = self.acked.clone();
+        let mut published = Published { tx: self.published.take(), seen, version: 0 };
         let closing = AtomicBool::new(false);
         let mut acking = pin!(self.acknowledge(&closing));
         let mut acking_done = false;
@@ -302,7 +410,7 @@ impl Acknowledger {
     /// Waits for the batches in order until one fails, or (once `closing` is set: the runner
     /// is done) none is left.
     async fn acknowledge(&mut self, closing: &AtomicBool) {
-        if self.acked.borrow().failed.is_some() {
+        if self.acked.failed().is_some() {
             return;
         }
         let handed = self.handed.clone();
@@ -334,10 +442,10 @@ impl Acknowledger {
                     if let Some(step) = batch.step {
                         self.acks.acknowledged(&self.thread, step);
                     }
-                    self.acked.send_modify(|a| a.batches += 1);
+                    self.acked.update(|a| a.batches += 1);
                 }
                 Err(e) => {
-                    self.acked.send_modify(|a| a.failed = Some(e));
+                    self.acked.update(|a| a.failed = Some(e));
                     return;
                 }
             }
@@ -367,15 +475,15 @@ mod tests {
 
     /// An acknowledger of thread `t` that defers nothing, its hand-over queue, and what it
     /// publishes.
-    fn acknowledger() -> (Acknowledger, Arc<HandedOver>, watch::Receiver<Acked>) {
+    fn acknowledger() -> (Acknowledger, Arc<HandedOver>, Arc<AckState>) {
         let handed = Arc::new(HandedOver::new(None));
-        let (acked, seen) = watch::channel(Acked::default());
+        let seen = Arc::new(AckState::default());
         let acknowledger = Acknowledger {
             acks: Arc::new(StepAcks::default()),
             metrics: Metrics::global(Duration::from_secs(1)),
             thread: ThreadId::new("t").unwrap(),
             handed: handed.clone(),
-            acked,
+            acked: seen.clone(),
             published: None,
         };
         (acknowledger, handed, seen)
@@ -390,7 +498,7 @@ mod tests {
         let mut runner = pin!(async {
             let pending = Pending::new(pending);
             handed.push(InFlight { pending, first_seq: 1, step: Some(1), at: Instant::now() });
-            seen.clone().wait_for(|a| a.batches == 1).await.is_ok()
+            seen.wait_for(|a| a.batches == 1).await.is_ok()
         });
         let mut both = pin!(acknowledger.beside(runner.as_mut()));
         let wakes = Arc::new(Wakes::default());
@@ -431,6 +539,28 @@ mod tests {
         assert!(both.as_mut().poll(&mut cx).is_pending(), "the runner ended; its batch is not");
         answer.send(Ok(Appended::default())).unwrap();
         assert!(both.as_mut().poll(&mut cx).is_ready());
-        assert_eq!(seen.borrow().batches, 1, "the batch is acknowledged");
+        assert_eq!(seen.get().batches, 1, "the batch is acknowledged");
+    }
+    /// A wait registered before an update is woken by it and sees it; one that never sees
+    /// what it waits for ends when the acknowledger is gone.
+    #[test]
+    fn a_wait_sees_the_update_it_waits_for_and_ends_when_the_acknowledger_is_gone() {
+        let state = AckState::default();
+        let mut two = pin!(state.wait_for(|a| a.batches >= 2));
+        let mut never = pin!(state.wait_until(|| None::<()>));
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(two.as_mut().poll(&mut cx).is_pending());
+        assert!(never.as_mut().poll(&mut cx).is_pending());
+        state.update(|a| a.batches += 1);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 2, "both waits are woken");
+        assert!(two.as_mut().poll(&mut cx).is_pending(), "one batch is not two");
+        state.update(|a| a.batches += 1);
+        let Poll::Ready(Ok(seen)) = two.as_mut().poll(&mut cx) else { panic!("not woken") };
+        assert_eq!(seen.batches, 2);
+        assert!(never.as_mut().poll(&mut cx).is_pending());
+        state.close();
+        assert!(matches!(never.as_mut().poll(&mut cx), Poll::Ready(Err(AckClosed))));
     }
 }

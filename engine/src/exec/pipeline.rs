@@ -31,10 +31,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId, WriteIntent};
+use cairn_storage::{
+    Appended, Batch, Guard, LeaseOp, Pending, RunnerOps, Seq, Store, ThreadId, WriteIntent,
+};
 use tokio::sync::watch;
 
-use super::acknowledge::{Acked, Acknowledger, Deferred, HandedOver, InFlight};
+use super::acknowledge::{AckState, Acked, Acknowledger, Deferred, HandedOver, InFlight};
 use super::shell::Shell;
 use crate::core::decide::Tail;
 use crate::error::Error;
@@ -49,7 +51,7 @@ pub(crate) struct Pipeline {
     handed: Arc<HandedOver>,
     /// Batches handed to the acknowledger so far.
     submitted: AtomicU64,
-    acked: watch::Receiver<Acked>,
+    acked: Arc<AckState>,
     /// The same, as published to waiters outside the runner's task (see
     /// [`Acknowledger::beside`]).
     published: watch::Receiver<Acked>,
@@ -91,14 +93,14 @@ impl Pipeline {
         // database's queueing may wait on the network, so each batch is queued as it comes.
         let defers = shell.store.shared().is_none().then(|| shell.store.clone());
         let handed = Arc::new(HandedOver::new(defers));
-        let (ack_tx, acked) = watch::channel(Acked::default());
+        let acked = Arc::new(AckState::default());
         let (published_tx, published) = watch::channel(Acked::default());
         let acknowledger = Acknowledger {
             acks: shell.acks.clone(),
             metrics: shell.metrics.clone(),
             thread: thread.clone(),
             handed: handed.clone(),
-            acked: ack_tx,
+            acked: acked.clone(),
             published: Some(published_tx),
         };
         let pipeline = Pipeline {
@@ -166,9 +168,9 @@ impl Pipeline {
         step: Option<u64>,
     ) -> Result<(), Error> {
         if !self.handed.defers() {
-            let (pending, first_seq) = self.submit(batch, now_ms, Some(first_seq)).await?;
-            let at = std::time::Instant::now();
-            return self.push(InFlight { pending, first_seq, step, at }).await;
+            // Boxed: a shared database's step waits on the network anyway, and a file's step
+            // future (and the runner's that holds it) stays smaller by the two awaits.
+            return Box::pin(self.submit_now(batch, now_ms, first_seq, step)).await;
         }
         self.room().await?;
         let mut port = self.port.lock().await;
@@ -178,6 +180,19 @@ impl Pipeline {
         let at = std::time::Instant::now();
         self.handed.defer(Deferred { batch, first_seq, step, at, at_ms: now_ms });
         Ok(())
+    }
+
+    /// [`Pipeline::submit_step`] on a store that queues each batch as it comes.
+    async fn submit_now(
+        &self,
+        batch: Batch,
+        now_ms: u64,
+        first_seq: u64,
+        step: Option<u64>,
+    ) -> Result<(), Error> {
+        let (pending, first_seq) = self.submit(batch, now_ms, Some(first_seq)).await?;
+        let at = std::time::Instant::now();
+        self.push(InFlight { pending, first_seq, step, at }).await
     }
 
     /// Withdraws the intent [`Pipeline::intend`] holds, if any.
@@ -299,7 +314,8 @@ impl Pipeline {
     }
 
     /// `batch` as storage is to receive it after the last batch submitted (`port`): with the
-    /// lease renewal and the `LastSeq` guard; and how the write path moves once it is queued.
+    /// lease renewal and the `LastSeq` guard (its [`RunnerOps`]); and how the write path moves
+    /// once it is queued.
     fn prepare(
         &self,
         port: &Port,
@@ -307,19 +323,15 @@ impl Pipeline {
         now_ms: u64,
         expected_first: Option<u64>,
     ) -> Result<(Batch, Next), Error> {
-        let acquires = batch.leases.iter().any(|l| matches!(l, LeaseOp::Acquire { .. }));
+        assert!(batch.runner.is_none(), "a batch's runner operations are the pipeline's");
+        let takes = batch.leases.iter().any(|l| matches!(l, LeaseOp::Acquire { .. }));
         let renews = batch.leases.iter().any(|l| matches!(l, LeaseOp::Renew { .. }));
-        if !acquires && !renews {
-            batch.leases.insert(
-                0,
-                LeaseOp::Renew {
-                    thread: self.thread.clone(),
-                    owner: self.owner.clone(),
-                    now_ms,
-                    ttl_ms: self.lease_ttl_ms,
-                },
-            );
-        }
+        let lease = (!takes && !renews).then(|| LeaseOp::Renew {
+            thread: self.thread.clone(),
+            owner: self.owner.clone(),
+            now_ms,
+            ttl_ms: self.lease_ttl_ms,
+        });
         let first = port.last_seq + 1;
         if let Some(expected) = expected_first
             && expected != first
@@ -330,7 +342,8 @@ impl Pipeline {
                 self.thread
             )));
         }
-        batch.guards.push(Guard::LastSeq { thread: self.thread.clone(), seq: Seq(port.last_seq) });
+        let guard = Guard::LastSeq { thread: self.thread.clone(), seq: Seq(port.last_seq) };
+        batch.runner = Some(Box::new(RunnerOps { guard, lease }));
         for checkpoint in &batch.checkpoints {
             self.metrics.checkpoint(checkpoint.kind);
         }
@@ -358,20 +371,18 @@ impl Pipeline {
     /// # Errors
     /// An earlier batch's failure; [`Error::ShutDown`] if the engine stopped meanwhile.
     async fn room(&self) -> Result<(), Error> {
-        let mut acked = self.acked.clone();
-        loop {
-            if let Some(e) = acked.borrow_and_update().failed.clone() {
-                return Err(e.into());
+        let room = self.acked.wait_until(|| {
+            if let Some(e) = self.acked.failed() {
+                return Some(Err(e.into()));
             }
             if self.handed.in_flight() < limits::PIPELINE_BATCHES_MAX {
-                return Ok(());
+                return Some(Ok(()));
             }
-            self.handed.flush();
             // The acknowledger takes the next batch up as soon as it has acknowledged one.
-            if acked.changed().await.is_err() {
-                return Err(Error::ShutDown);
-            }
-        }
+            self.handed.flush();
+            None
+        });
+        room.await.unwrap_or(Err(Error::ShutDown))
     }
 
     /// Waits until every batch submitted so far is durable.
@@ -384,8 +395,7 @@ impl Pipeline {
         self.withdraw();
         self.handed.flush();
         let target = self.submitted.load(Ordering::SeqCst);
-        let mut acked = self.acked.clone();
-        let seen = acked.wait_for(|a| a.batches >= target || a.failed.is_some()).await;
+        let seen = self.acked.wait_for(|a| a.batches >= target || a.failed.is_some()).await;
         let Ok(seen) = seen else { return Err(Error::ShutDown) };
         match &seen.failed {
             Some(e) => {

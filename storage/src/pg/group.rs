@@ -113,11 +113,11 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
         let (mut names, mut owners, mut ending) =
             (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
         for b in batches {
-            ids.extend(b.guards.iter().map(|g| g.thread().as_str()));
+            ids.extend(b.all_guards().map(|g| g.thread().as_str()));
             ids.extend(b.threads.iter().map(|t| t.id.as_str()));
             ids.extend(b.events.iter().map(|e| e.thread.as_str()));
             ids.extend(b.checkpoints.iter().map(|c| c.thread.as_str()));
-            ids.extend(b.leases.iter().map(|l| l.thread().as_str()));
+            ids.extend(b.all_leases().map(|l| l.thread().as_str()));
             ids.extend(b.signals.iter().map(|s| s.thread.as_str()));
             ids.extend(b.copied_signals.iter().map(|s| s.thread.as_str()));
             for op in &b.locks {

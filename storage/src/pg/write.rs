@@ -598,7 +598,8 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
             _ => {}
         }
     }
-    for op in &mut batch.leases {
+    let runner = batch.runner.as_mut().and_then(|r| r.lease.as_mut());
+    for op in runner.into_iter().chain(&mut batch.leases) {
         match op {
             crate::batch::LeaseOp::Acquire { now_ms: t, .. }
             | crate::batch::LeaseOp::Renew { now_ms: t, .. } => {
@@ -607,7 +608,8 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
             crate::batch::LeaseOp::Release { .. } => {}
         }
     }
-    for guard in &mut batch.guards {
+    let runner = batch.runner.as_mut().map(|r| &mut r.guard);
+    for guard in batch.guards.iter_mut().chain(runner) {
         if let crate::batch::Guard::Lease { now_ms: t, .. } = guard {
             *t = now_ms;
         }

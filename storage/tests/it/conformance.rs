@@ -9,7 +9,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_storage::{
-    Batch, CheckpointKind, Error, Guard, LeaseOp, LockOp, Lsn, Scope, Seq, Store, ThreadStatus,
+    Batch, CheckpointKind, Error, Guard, LeaseOp, LockOp, Lsn, RunnerOps, Scope, Seq, Store,
+    ThreadStatus,
 };
 
 use crate::common::*;
@@ -97,6 +98,45 @@ fn leases<S: Store>(store: &S) {
     assert!(matches!(op(renew("a")), Err(Error::LeaseNotHeld { .. })), "the old owner is fenced");
     op(LeaseOp::Release { thread: tid("l"), owner: "b".into() }).expect("the owner releases");
     assert!(store.thread(&tid("l")).wait().unwrap().unwrap().lease.is_none());
+}
+
+/// A runner's operations ([`RunnerOps`]) take their places among the batch's: its guard is
+/// checked with the others, its renewal comes before the batch's own lease operations, and
+/// either failing refuses the whole batch.
+fn runner_ops<S: Store>(store: &S) {
+    create_thread(store, "r", 2);
+    let lease = |op: LeaseOp| try_append(store, Batch { leases: vec![op], ..Batch::default() });
+    let (owner, now) = ("runner-a", now_ms());
+    let take =
+        LeaseOp::Acquire { thread: tid("r"), owner: owner.into(), now_ms: now, ttl_ms: 60_000 };
+    lease(take).expect("a free lease");
+    let renew = |owner: &str| LeaseOp::Renew {
+        thread: tid("r"),
+        owner: owner.into(),
+        now_ms: now_ms(),
+        ttl_ms: 60_000,
+    };
+    let step = |seq: u64, last: u64, owner: &str, leases: Vec<LeaseOp>| Batch {
+        events: vec![event("r", seq)],
+        leases,
+        runner: Some(Box::new(RunnerOps {
+            guard: Guard::LastSeq { thread: tid("r"), seq: Seq(last) },
+            lease: Some(renew(owner)),
+        })),
+        ..Batch::default()
+    };
+    let last = || store.last_bookmark(&tid("r")).wait().unwrap().unwrap().seq;
+    assert_eq!(try_append(store, step(3, 2, owner, vec![])).unwrap().bookmarks[0].seq, Seq(3));
+    let stale = try_append(store, step(4, 2, owner, vec![]));
+    assert!(matches!(stale, Err(Error::GuardFailed { .. })), "the runner's guard: {stale:?}");
+    let other = try_append(store, step(4, 3, "runner-b", vec![]));
+    assert!(matches!(other, Err(Error::LeaseNotHeld { .. })), "the renewal fences: {other:?}");
+    assert_eq!(last(), Seq(3), "a refused batch writes nothing");
+    // The renewal comes first: renewed, then released (released first, the renewal would fail).
+    let release = LeaseOp::Release { thread: tid("r"), owner: owner.into() };
+    try_append(store, step(4, 3, owner, vec![release])).expect("renewed, then released");
+    assert!(store.thread(&tid("r")).wait().unwrap().unwrap().lease.is_none());
+    assert_eq!(last(), Seq(4));
 }
 
 /// One lock owner at a time; releasing all of an owner's locks frees them.
@@ -456,6 +496,7 @@ fn contract<S: Store + Clone>(store: &S) {
     roundtrip(store);
     guards(store);
     leases(store);
+    runner_ops(store);
     locks(store);
     subscribe_without_gap(store);
     prune_and_verify(store);
