@@ -44,7 +44,8 @@ impl Runner {
         if warned {
             // Submit now: tasks append their own events next (after settling), and the seqs
             // predicted for emitted events must not overlap theirs.
-            self.commit(Batch::default(), None, None).await?;
+            // Boxed: a warning is rare, and this is awaited before every step.
+            Box::pin(self.commit(Batch::default(), None, None, self.now())).await?;
         }
         if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
             return Err(Error::LimitExceeded {

@@ -24,8 +24,9 @@ impl Runner {
     pub(super) async fn answer_checkpoint_asks(&mut self, control: &Control) -> Result<(), Error> {
         for ask in control.take_checkpoint_asks() {
             let (reply, result) = match ask.what {
-                Asked::Now(meta) => self.checkpoint_now(meta).await,
-                Asked::Request(request) => self.record_request(*request).await,
+                // Boxed: asks are rare, and the run loop awaits this at every step.
+                Asked::Now(meta) => Box::pin(self.checkpoint_now(meta)).await,
+                Asked::Request(request) => Box::pin(self.record_request(*request)).await,
             };
             // The asker may have given up waiting; nothing to do then.
             let _ = ask.reply.send(reply);

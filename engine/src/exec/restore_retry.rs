@@ -38,7 +38,7 @@ impl Runner {
             snapshot: serde_json::to_value(restored.ctx.snapshot()?)?,
         };
         self.emit(body, now)?;
-        self.commit(Batch::default(), None, None).await?;
+        self.commit(Batch::default(), None, None, self.now()).await?;
         Ok(None)
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use cairn_storage::{
     Batch, CheckpointKind, LeaseOp, LockOp, NewCheckpoint, ThreadRecord, ThreadStatus,
 };
+use futures::future::BoxFuture;
 
 use super::env::ThreadEnv;
 use super::shell::Shell;
@@ -150,7 +151,7 @@ impl Runner {
         });
         // The stored lease is read above only: an upsert of the record leaves it as stored.
         self.record.lease = None;
-        self.commit(batch, None, None).await?;
+        self.commit(batch, None, None, self.now()).await?;
         // Shared database: another engine may hold the lease, or have moved the thread since.
         if self.shell.coord.has_peers() {
             match self.env.settle().await {
@@ -182,7 +183,7 @@ impl Runner {
                 return self.finish(Transition::Cancel, &reason, now).await;
             }
             if self.shell.tasks.is_stopping() {
-                self.park_for_shutdown().await?;
+                Box::pin(self.park_for_shutdown()).await?;
                 return Ok(Exit::Shutdown);
             }
             self.answer_checkpoint_asks(control).await?;
@@ -205,18 +206,34 @@ impl Runner {
 
     /// Stops the thread in the status `t` leads to, releasing its lease (and its locks when the
     /// status is terminal), with a failure checkpoint when it fails, times out or is cancelled.
-    pub(super) async fn finish(
-        &mut self,
+    pub(super) fn finish<'a>(
+        &'a mut self,
         t: Transition,
-        reason: &str,
+        reason: &'a str,
         now: u64,
-    ) -> Result<Exit, Error> {
-        self.finish_with(t, reason, now, None).await
+    ) -> BoxFuture<'a, Result<Exit, Error>> {
+        self.finish_with(t, reason, now, None)
     }
 
     /// [`Runner::finish`], with the completion checkpoint the last step's decision asks for
     /// (`CheckpointRules::completion_due`) written if the thread completes.
-    async fn finish_with(
+    ///
+    /// Boxed: a thread ends once, and its end (its undos, its last durable commit) is a future
+    /// of about 4 KiB; held inline, it made every future that may end the thread (a step's, the
+    /// run loop's, and the task that drives it) that much larger, and each was copied at its
+    /// await.
+    fn finish_with<'a>(
+        &'a mut self,
+        t: Transition,
+        reason: &'a str,
+        now: u64,
+        completion: Option<CheckpointPlan>,
+    ) -> BoxFuture<'a, Result<Exit, Error>> {
+        Box::pin(self.end(t, reason, now, completion))
+    }
+
+    /// The thread's end ([`Runner::finish_with`]).
+    async fn end(
         &mut self,
         t: Transition,
         reason: &str,
@@ -317,7 +334,8 @@ impl Runner {
             // futures in the step's, doubling it and every future that holds it).
             Ok([(_, key, _)]) if self.ran(&key) => {}
             Ok([(id, key, item)]) => {
-                let run = self.task(step, id, key, item).await;
+                // Pinned where it is made: not moved into the step's future at the await.
+                let run = std::pin::pin!(self.task(step, id, key, item)).await;
                 self.runs.push(run);
             }
             Err(tasks) => {
@@ -395,12 +413,13 @@ impl Runner {
         self.emitted = decision.events;
         match decision.next {
             Next::Continue => {
-                self.commit(Batch::default(), decision.checkpoint, Some(step)).await?;
+                self.commit(Batch::default(), decision.checkpoint, Some(step), now).await?;
                 Ok(StepEnd::Continue)
             }
             Next::Park(t) => {
                 let batch = Batch { leases: vec![self.lease_release()], ..Batch::default() };
-                self.commit_durable(batch, decision.checkpoint).await?;
+                // Boxed, as the rarer ends of a step are: the step's future holds the largest.
+                Box::pin(self.commit_durable(batch, decision.checkpoint)).await?;
                 if t == Transition::Sleep
                     && let Some(due) = Due::timer_of(&self.ctx)
                 {
@@ -412,7 +431,7 @@ impl Runner {
                 let completion = decision.checkpoint;
                 Ok(StepEnd::Exit(self.finish_with(t, &reason, now, completion).await?))
             }
-            Next::Restore => Ok(match self.restore_and_retry(now).await? {
+            Next::Restore => Ok(match Box::pin(self.restore_and_retry(now)).await? {
                 Some(exit) => StepEnd::Exit(exit),
                 None => StepEnd::Continue,
             }),
@@ -426,21 +445,42 @@ impl Runner {
         batch: Batch,
         checkpoint: Option<CheckpointPlan>,
     ) -> Result<(), Error> {
-        self.commit(batch, checkpoint, None).await?;
+        self.commit(batch, checkpoint, None, self.now()).await?;
         self.env.settle().await
     }
 
     /// Submits the emitted events (plus `batch`'s operations) as one atomic batch, with a
     /// checkpoint of the resulting context when `checkpoint` is set, without waiting for its
     /// commit (see [`crate::exec::pipeline`]). `step` is the step the batch closes, reported to the
-    /// step hook once durable.
-    pub(super) async fn commit(
+    /// step hook once durable; `now` is the engine clock's time the batch is made at (a step's
+    /// commit uses the time its end was decided at: one clock read fewer a step).
+    ///
+    /// The batch is made when this is called, and the future only submits it: an `async fn`
+    /// held the batch and the checkpoint plan twice (as its arguments and as its locals) beside
+    /// the submission, and every step's future held that.
+    pub(super) fn commit(
+        &mut self,
+        batch: Batch,
+        checkpoint: Option<CheckpointPlan>,
+        step: Option<u64>,
+        now: u64,
+    ) -> impl std::future::Future<Output = Result<(), Error>> + Send + '_ {
+        let sealed = self.sealed(batch, checkpoint, now);
+        let pipeline = &self.env.pipeline;
+        async move {
+            let (batch, first_seq) = sealed?;
+            pipeline.submit_step(batch, now, first_seq, step).await
+        }
+    }
+
+    /// `batch` as [`Runner::commit`] submits it: with the emitted events, the thread's record,
+    /// and the checkpoint `checkpoint` asks for; and the seq of its first event.
+    fn sealed(
         &mut self,
         mut batch: Batch,
         checkpoint: Option<CheckpointPlan>,
-        step: Option<u64>,
-    ) -> Result<(), Error> {
-        let now = self.now();
+        now: u64,
+    ) -> Result<(Batch, u64), Error> {
         let done = self.ctx.meta.step;
         if let Some(plan) = &checkpoint {
             let description = plan.description(done);
@@ -477,6 +517,6 @@ impl Runner {
         let mut record = self.record.clone();
         record.summary = crate::core::summary::summary_bytes(&self.ctx);
         batch.threads.push(record);
-        self.env.pipeline.submit_step(batch, now, first_seq, step).await
+        Ok((batch, first_seq))
     }
 }

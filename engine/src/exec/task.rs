@@ -33,13 +33,14 @@ pub(crate) async fn run_task(
     journal.attempt = journal.attempt.max(1);
     let (last, end) = loop {
         let clock = &env.clock;
-        if journal.not_before_ms > clock.now_ms() {
+        let mut started = clock.now_ms();
+        if journal.not_before_ms > started {
             tokio::select! {
                 () = clock.sleep_until(journal.not_before_ms) => {}
                 () = env.cancel.cancelled() => {}
             }
+            started = clock.now_ms();
         }
-        let started = clock.now_ms();
         let ctx =
             Arc::new(LiveNodeContext::new(env.clone(), step, key.clone(), item.clone(), &journal));
         let span = tracing::debug_span!(
@@ -91,7 +92,8 @@ pub(crate) async fn run_task(
             bodies.push(Body::NodeStarted { step, task: key.clone(), attempt, item: item.clone() });
         }
         bodies.extend(retry_scheduled(step, &key, attempt, &error, delay_ms, now));
-        match env.append_now(bodies, now).await {
+        // Boxed: a retry is rare, and its append made every attempt's future 1 KiB larger.
+        match Box::pin(env.append_now(bodies, now)).await {
             Ok(mut recs) => appended.append(&mut recs),
             Err(e) => break (last, TaskEnd::Failed { error: env.stop.node_error(e) }),
         }

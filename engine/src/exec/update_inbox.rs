@@ -48,7 +48,8 @@ impl Runner {
                     continue;
                 }
                 let Some(request) = request_of(&thread, signal) else { continue };
-                self.answer_request(&request).await?;
+                // Boxed: requests are rare, and the run loop awaits this at every step.
+                Box::pin(self.answer_request(&request)).await?;
             }
             control.set_update_inbox_read(after);
             if page.len() < UPDATE_INBOX_PAGE {

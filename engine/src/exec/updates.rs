@@ -80,7 +80,8 @@ impl Runner {
                     let now = self.now();
                     self.emit(body, now)?;
                     let seq = self.ctx.meta.seq;
-                    match self.commit_durable(Batch::default(), None).await {
+                    // Boxed: updates are rare, and the run loop awaits this at every step.
+                    match Box::pin(self.commit_durable(Batch::default(), None)).await {
                         Ok(()) => (Ok(Applied::Now { seq, reply }), Ok(())),
                         Err(e) => {
                             let words = format!("the update was not written: {e}");
