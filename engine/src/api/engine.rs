@@ -331,7 +331,9 @@ impl Engine {
     ) -> Result<ThreadHandle, Error> {
         if options.start_at_ms.is_some_and(|at| at > self.shell.clock.now_ms()) {
             // Created now, run at its time: the drive arms its start (`exec/delayed_start.rs`).
-            let done = self.write_start(workflow, input, options, true).await?;
+            // Boxed, as the spawn below: `start`'s future, which a caller's task holds, stays
+            // small.
+            let done = Box::pin(self.write_start(workflow, input, options, true)).await?;
             return Ok(done.thread);
         }
         let wf = self.shell.registry.latest(workflow, options.version)?;
@@ -364,8 +366,8 @@ impl Engine {
             }
         };
         let created = crate::exec::started::Created { thread: id.clone(), control, wf, running };
-        let seen =
-            crate::exec::started::start_running(&self.shell, created, permit, intent).await?;
+        let started = crate::exec::started::start_running(&self.shell, created, permit, intent);
+        let seen = Box::pin(started).await?;
         Ok(ThreadHandle::new(self.clone(), id).watching(seen))
     }
 
