@@ -170,7 +170,12 @@ impl Pipeline {
         if !self.handed.defers() {
             // Boxed: a shared database's step waits on the network anyway, and a file's step
             // future (and the runner's that holds it) stays smaller by the two awaits.
-            return Box::pin(self.submit_now(batch, now_ms, first_seq, step)).await;
+            return Box::pin(async move {
+                let (pending, first_seq) = self.submit(batch, now_ms, Some(first_seq)).await?;
+                let at = std::time::Instant::now();
+                self.push(InFlight { pending, first_seq, step, at }).await
+            })
+            .await;
         }
         self.room().await?;
         let mut port = self.port.lock().await;
@@ -180,19 +185,6 @@ impl Pipeline {
         let at = std::time::Instant::now();
         self.handed.defer(Deferred { batch, first_seq, step, at, at_ms: now_ms });
         Ok(())
-    }
-
-    /// [`Pipeline::submit_step`] on a store that queues each batch as it comes.
-    async fn submit_now(
-        &self,
-        batch: Batch,
-        now_ms: u64,
-        first_seq: u64,
-        step: Option<u64>,
-    ) -> Result<(), Error> {
-        let (pending, first_seq) = self.submit(batch, now_ms, Some(first_seq)).await?;
-        let at = std::time::Instant::now();
-        self.push(InFlight { pending, first_seq, step, at }).await
     }
 
     /// Withdraws the intent [`Pipeline::intend`] holds, if any.
