@@ -9,8 +9,8 @@
 //! | connect | `connect_timeout` (s) | [`CONNECT_DEFAULT`] | opening a connection: socket, TLS, startup, setup |
 //! | statement | `options=-c statement_timeout=…` | [`STATEMENT_DEFAULT`] | one statement, on the server |
 //! | answer | (the statement's, plus a grace) | statement + min(statement, [`GRACE_MAX`]) | the client's wait for any answer |
-//! | keepalive | `keepalives_idle`, `keepalives_interval`, `keepalives_retries` (s) | [`KEEPALIVE_IDLE_DEFAULT`], [`KEEPALIVE_INTERVAL_DEFAULT`], [`KEEPALIVE_RETRIES_DEFAULT`] | a silent TCP peer while idle |
-//! | user timeout | `tcp_user_timeout` (s) | [`TCP_USER_TIMEOUT_DEFAULT`] | unacknowledged TCP data |
+//! | keepalive | `keepalives_idle`, `keepalives_interval`, `keepalives_retries` (s) | [`KEEPALIVE_IDLE_DEFAULT`], [`KEEPALIVE_INTERVAL_DEFAULT`], [`KEEPALIVE_RETRIES_DEFAULT`] | a silent TCP peer while idle, on both sides ([`Timeouts::setup`]) |
+//! | user timeout | `tcp_user_timeout` (s) | [`TCP_USER_TIMEOUT_DEFAULT`] | unacknowledged TCP data, on both sides |
 //!
 //! The server's `statement_timeout` answers a slow statement with an error; a statement whose
 //! answer does not come by the answer deadline (the server has had its chance to say so) means
@@ -96,6 +96,13 @@ impl Timeouts {
     /// a connection the client gave up on (a silent network) ends on the server about when the
     /// client stops waiting, and its row locks stop holding other engines back (a take-over of
     /// the silent engine's threads waited for the server's own idle timeout before).
+    ///
+    /// And the client's TCP keepalive and user timeout for the server's side of the connection
+    /// (the server ignores them on a Unix socket): a request the network cut in the middle
+    /// (its first messages arrived, its `Sync` did not) leaves the session waiting to read the
+    /// rest, where neither timeout above runs, holding the row locks its transaction took. Its
+    /// keepalive probes then go unanswered and the server ends it within idle + interval x
+    /// retries (30 s by default), where the operating system's default keepalive took hours.
     pub fn setup(&self, config: &tokio_postgres::Config) -> String {
         let mut sets = Vec::new();
         if config.get_options().and_then(statement_timeout).is_none() {
@@ -103,6 +110,25 @@ impl Timeouts {
         }
         if let Some(answer) = self.answer() {
             sets.push(format!("SET idle_in_transaction_session_timeout = {}", answer.as_millis()));
+        }
+        if config.get_keepalives() {
+            let interval = config.get_keepalives_interval();
+            let retries = config.get_keepalives_retries();
+            sets.push(format!(
+                "SET tcp_keepalives_idle = {}",
+                seconds(config.get_keepalives_idle())
+            ));
+            sets.push(format!(
+                "SET tcp_keepalives_interval = {}",
+                seconds(interval.unwrap_or(KEEPALIVE_INTERVAL_DEFAULT))
+            ));
+            sets.push(format!(
+                "SET tcp_keepalives_count = {}",
+                retries.unwrap_or(KEEPALIVE_RETRIES_DEFAULT)
+            ));
+        }
+        if let Some(user) = config.get_tcp_user_timeout() {
+            sets.push(format!("SET tcp_user_timeout = {}", user.as_millis()));
         }
         sets.join("; ")
     }
@@ -118,6 +144,12 @@ impl Timeouts {
     pub fn check(&self) -> (Duration, Duration) {
         (crate::limits::PG_CHECK_EVERY, self.connect.min(crate::limits::PG_CHECK_ANSWER_MAX))
     }
+}
+
+/// `d` in whole seconds, at least 1 (the server's keepalive settings are in seconds, and 0
+/// would mean the operating system's default).
+fn seconds(d: Duration) -> u64 {
+    d.as_secs().max(1)
 }
 
 /// The `statement_timeout` that libpq `options` (`-c statement_timeout=5s`,
@@ -230,8 +262,10 @@ mod tests {
         assert_eq!(config.get_tcp_user_timeout(), Some(&TCP_USER_TIMEOUT_DEFAULT));
         assert_eq!(
             t.setup(&config),
-            "SET statement_timeout = 10000; SET idle_in_transaction_session_timeout = 12000",
-            "the default is set on each connection"
+            "SET statement_timeout = 10000; SET idle_in_transaction_session_timeout = 12000; \
+             SET tcp_keepalives_idle = 7; SET tcp_keepalives_interval = 5; \
+             SET tcp_keepalives_count = 3; SET tcp_user_timeout = 30000",
+            "the default is set on each connection, and the keepalives on the server's side"
         );
 
         let mut config: tokio_postgres::Config =
@@ -244,7 +278,9 @@ mod tests {
         assert_eq!(config.get_tcp_user_timeout(), Some(&Duration::from_secs(3)));
         assert_eq!(
             t.setup(&config),
-            "SET idle_in_transaction_session_timeout = 1600",
+            "SET idle_in_transaction_session_timeout = 1600; SET tcp_keepalives_idle = 15; \
+             SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3; \
+             SET tcp_user_timeout = 3000",
             "the server has the statement timeout from the URL"
         );
     }

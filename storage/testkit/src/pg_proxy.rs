@@ -210,7 +210,11 @@ impl Proxy {
     /// Stops passing bytes, both ways, on every connection (those made from now on too),
     /// closing nothing: each side's reads wait, its writes fill the socket's buffers, until
     /// [`Proxy::resume`]. A connection a side closes meanwhile is closed on the other side only
-    /// after the resume, as a partition hides a FIN.
+    /// after the resume, as a partition hides a FIN. A request the client began sending goes
+    /// up whole (an extended query's messages up to its `Sync`): the silence falls between
+    /// requests. (A cut inside one leaves the server's session waiting for the rest, which only
+    /// its TCP keepalive ends, and keepalives do not apply to this proxy's Unix sockets; the
+    /// store sets them on the server's side, `storage it::pg_tls` checks that.)
     pub fn blackhole(&self) {
         self.shared.blackhole.set(true);
     }
@@ -304,6 +308,8 @@ fn pump_up(
 ) -> Option<Cut> {
     let hole = &shared.blackhole;
     let name = startup(&mut client, &mut server, hole)?;
+    // Inside an extended query: its messages go up whole (see `Proxy::blackhole`).
+    let mut in_request = false;
     loop {
         let mut head = [0u8; 5];
         client.read_exact(&mut head).ok()?;
@@ -330,7 +336,12 @@ fn pump_up(
             Some(Cut::AfterAnswer) => drop_answer.store(true, Ordering::SeqCst),
             _ => {}
         }
-        hole.pass();
+        if !in_request {
+            hole.pass();
+        }
+        // Parse, Bind, Describe, Execute, Close and Flush begin or go on with an extended
+        // query, which its Sync ends; a simple Query is one message.
+        in_request = matches!(head[0], b'P' | b'B' | b'D' | b'E' | b'C' | b'H');
         server.write_all(&head).ok()?;
         server.write_all(&body).ok()?;
         if cut.is_some() {

@@ -13,6 +13,25 @@ use cairn_storage_testkit::pg_cluster::Cluster;
 
 use crate::common::*;
 
+/// The keepalive timers, in seconds to their next probe, of the server's established TCP
+/// connections on 127.0.0.1:`port` (`/proc/net/tcp`: timer 2 is the keepalive timer, counted in
+/// clock ticks of 1/100 s).
+fn server_keepalive_timers(port: u16) -> Vec<f64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let local = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (timer, when) = f.get(5)?.split_once(':')?;
+            let established = f.get(3) == Some(&"01") && f.get(1) == Some(&local.as_str());
+            let ticks = u64::from_str_radix(when, 16).ok()?;
+            (established && timer == "02").then(|| ticks as f64 / 100.0)
+        })
+        .collect()
+}
+
 /// Runs `openssl` with `args` in `dir`.
 fn openssl(dir: &Path, args: &[&str]) -> Result<(), String> {
     let out = Command::new("openssl").args(args).current_dir(dir).output();
@@ -116,6 +135,15 @@ fn a_store_over_tls_verifies_the_server_and_encrypts_every_connection() {
     let (encrypted, all): (i64, i64) = (row.get(0), row.get(1));
     assert!(all >= 6, "writer, four readers, listener: {all}");
     assert_eq!(encrypted, all, "every connection of the store is over TLS");
+
+    // The server's side of each connection probes a silent client after the store's keepalive
+    // idle (15 s), not the operating system's default (hours): a session the network cut in
+    // the middle of a request ends, and its row locks with it.
+    let port: u16 = tcp.rsplit(':').next().and_then(|p| p.split('/').next()?.parse().ok()).unwrap();
+    let timers = server_keepalive_timers(port);
+    // A socket with data in flight shows its retransmission timer instead, for that moment.
+    assert!(!timers.is_empty(), "no keepalive timer on the server's sockets of the store");
+    assert!(timers.iter().all(|&s| s <= 15.0), "keepalive timers in seconds: {timers:?}");
 
     // Plain TCP: the server refuses it.
     let plain = PgStore::connect(&tcp, Durability::Immediate).map(drop);
