@@ -4,8 +4,8 @@
 //! appended (seq and lsn assigned), thread records upserted, checkpoints saved (each covering its
 //! thread's last bookmark after this batch's events), payloads put, lock and lease operations
 //! applied. A runner's guard and lease renewal ([`RunnerOps`]) take their places among the
-//! guards (last) and the lease operations (first). Any failure rejects the whole batch and leaves other batches of the same group commit
-//! unaffected.
+//! guards (last) and the lease operations (first). Any failure rejects the whole batch and
+//! leaves other batches of the same group commit unaffected.
 
 use std::sync::Arc;
 
@@ -75,10 +75,11 @@ pub struct Batch {
 /// use std::sync::Arc;
 /// use cairn_storage::{Batch, Guard, LeaseOp, RunnerOps, Seq, ThreadId};
 /// let thread = ThreadId::new("t1")?;
+/// let owner: Arc<str> = Arc::from("engine-a");
 /// let mut batch = Batch::default();
 /// batch.runner = Some(Box::new(RunnerOps {
 ///     guard: Guard::LastSeq { thread: thread.clone(), seq: Seq(12) },
-///     lease: Some(LeaseOp::Renew { thread, owner: Arc::from("engine-a"), now_ms: 0, ttl_ms: 30_000 }),
+///     lease: Some(LeaseOp::Renew { thread, owner, now_ms: 0, ttl_ms: 30_000 }),
 /// }));
 /// assert_eq!(batch.all_guards().count(), 1);
 /// assert!(!batch.is_empty()); // a guard and a renewal are a write
@@ -177,6 +178,18 @@ impl Batch {
     /// [`Batch::leases`].
     pub fn all_leases(&self) -> impl Iterator<Item = &LeaseOp> {
         self.runner.as_ref().and_then(|r| r.lease.as_ref()).into_iter().chain(&self.leases)
+    }
+
+    /// [`Batch::all_guards`] and [`Batch::all_leases`], to change in place (a store that puts
+    /// its own clock in them).
+    pub(crate) fn all_guards_and_leases_mut(
+        &mut self,
+    ) -> (impl Iterator<Item = &mut Guard>, impl Iterator<Item = &mut LeaseOp>) {
+        let (guard, lease) = match self.runner.as_deref_mut() {
+            Some(RunnerOps { guard, lease }) => (Some(guard), lease.as_mut()),
+            None => (None, None),
+        };
+        (self.guards.iter_mut().chain(guard), lease.into_iter().chain(&mut self.leases))
     }
 
     /// Whether the batch writes nothing and checks nothing.

@@ -598,8 +598,8 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
             _ => {}
         }
     }
-    let runner = batch.runner.as_mut().and_then(|r| r.lease.as_mut());
-    for op in runner.into_iter().chain(&mut batch.leases) {
+    let (guards, leases) = batch.all_guards_and_leases_mut();
+    for op in leases {
         match op {
             crate::batch::LeaseOp::Acquire { now_ms: t, .. }
             | crate::batch::LeaseOp::Renew { now_ms: t, .. } => {
@@ -608,8 +608,7 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
             crate::batch::LeaseOp::Release { .. } => {}
         }
     }
-    let runner = batch.runner.as_mut().map(|r| &mut r.guard);
-    for guard in batch.guards.iter_mut().chain(runner) {
+    for guard in guards {
         if let crate::batch::Guard::Lease { now_ms: t, .. } = guard {
             *t = now_ms;
         }
