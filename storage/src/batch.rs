@@ -181,7 +181,8 @@ impl Batch {
     }
 
     /// [`Batch::all_guards`] and [`Batch::all_leases`], to change in place (a store that puts
-    /// its own clock in them).
+    /// its own clock in them: PostgreSQL's).
+    #[cfg(feature = "postgres")]
     pub(crate) fn all_guards_and_leases_mut(
         &mut self,
     ) -> (impl Iterator<Item = &mut Guard>, impl Iterator<Item = &mut LeaseOp>) {
