@@ -152,7 +152,10 @@ impl Watchers {
     /// lets it go, still holding its claim). The channel goes: nothing follows an end.
     pub fn publish_end(&self, thread: &ThreadId) {
         let Some(ended) = self.ends().remove(thread) else { return };
-        if let Some(tx) = self.channels().remove(thread) {
+        // Sent after the map's lock is let go: the send wakes the waiters, and a waiter woken
+        // on another CPU (a caller's `finished`) takes this lock at once to unwatch.
+        let tx = self.channels().remove(thread);
+        if let Some(tx) = tx {
             tx.send_replace(Seen {
                 status: ended.status,
                 ended: Some(Arc::new(ended)),
@@ -167,7 +170,8 @@ impl Watchers {
     /// will make. The channel goes: a later wait starts from the stored status again (a drive
     /// after the store recovered publishes on it as on any).
     pub fn stopped(&self, thread: &ThreadId, error: &Error) {
-        if let Some(tx) = self.channels().remove(thread) {
+        let tx = self.channels().remove(thread);
+        if let Some(tx) = tx {
             let status = tx.borrow().status;
             tx.send_replace(Seen { status, ended: None, stopped: Some(Arc::new(error.clone())) });
         }
