@@ -35,9 +35,9 @@ mod thread_index;
 mod thread_search;
 mod verify;
 mod writer;
+mod writer_queue;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,7 +49,7 @@ use tokio::sync::{oneshot, watch};
 
 use self::guard::guard;
 use self::tables::{Counters, MetaState};
-use self::writer::{Command, Write, Writer};
+use self::writer::{Command, Write, Writer, WriterQueue};
 use crate::batch::Batch;
 use crate::checkpoint::{Checkpoint, CheckpointInfo};
 use crate::error::Error;
@@ -142,7 +142,8 @@ struct Inner {
 }
 
 struct WriterHandle {
-    tx: SyncSender<Command>,
+    /// Where commands go, and where the writer rests between groups.
+    queue: Arc<WriterQueue>,
     poison: poison::Poison,
     thread: Mutex<Option<JoinHandle<()>>>,
     metrics: crate::telemetry::StoreMetrics,
@@ -296,7 +297,7 @@ impl RedbStore {
     pub fn tick(&self) -> Result<(), Error> {
         let writer = self.inner.writer.as_ref().ok_or(Error::ReadOnly)?;
         let (reply_tx, reply_rx) = std::sync::mpsc::channel();
-        writer.tx.send(Command::Tick(reply_tx)).map_err(|_| Error::Closed)?;
+        writer.queue.send(Command::Tick(reply_tx)).map_err(|_| Error::Closed)?;
         reply_rx.recv().unwrap_or(Err(Error::Closed))
     }
 
@@ -551,11 +552,10 @@ impl RedbStore {
         };
         let db = Arc::new(db);
         let (committed_tx, committed) = watch::channel(counters.last_lsn);
-        let (tx, rx) = sync_channel(options.queue_depth.max(1));
-        let nudge = tx.clone();
+        let queue = Arc::new(WriterQueue::new(options.queue_depth));
+        let nudge = queue.clone();
         // A full queue wakes the writer anyway; a closed one has no writer left to wake.
-        let intents =
-            crate::intent::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
+        let intents = crate::intent::WriteIntents::new(move || _ = nudge.try_send(Command::Nudge));
         let mut writer =
             Writer::new(db.clone(), counters, &options, committed_tx, clock, intents.clone());
         let readers: reopen::ReadSlot = Arc::new(RwLock::new(Some(Arc::new(Db::Full(db)))));
@@ -566,14 +566,16 @@ impl RedbStore {
             writer.reopen = Some(reopen::Reopen::new(open, fallback, readers.clone()));
         }
         let (poison, metrics) = (writer.poison.clone(), writer.metrics.clone());
+        queue.rest(Box::new(writer), false);
+        let serving = queue.clone();
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())
-            .spawn(move || writer.run(rx))
+            .spawn(move || Writer::run(serving))
             .map_err(|e| Error::storage("spawn writer", e))?;
         let inner = Inner {
             db: readers,
             writer: Some(WriterHandle {
-                tx,
+                queue,
                 poison,
                 thread: Mutex::new(Some(thread)),
                 metrics,
@@ -616,7 +618,7 @@ impl RedbStore {
             return Err(refused);
         }
         let (tx, rx) = oneshot::channel();
-        writer.tx.send(Command::Write(make(tx))).map_err(|_| Error::Closed)?;
+        writer.queue.send(Command::Write(make(tx))).map_err(|_| Error::Closed)?;
         Ok(Pending::new(rx))
     }
 }
@@ -629,7 +631,7 @@ impl Inner {
             return Ok(());
         };
         let (reply_tx, reply_rx) = std::sync::mpsc::channel();
-        let result = match writer.tx.send(Command::Close(reply_tx)) {
+        let result = match writer.queue.send(Command::Close(reply_tx)) {
             Ok(()) => reply_rx.recv().unwrap_or(Err(Error::Closed)),
             Err(_) => Err(Error::Closed),
         };
@@ -753,7 +755,9 @@ impl Append for RedbStore {
     }
 
     /// One command for the writer (one wake), its writes applied in order in one group; as the
-    /// trait says, the first batch refused up front ends the hand-over there.
+    /// trait says, the first batch refused up front ends the hand-over there. A small hand-over
+    /// that need not be durable, while the writer rests and nobody else has a write announced,
+    /// is committed on the calling thread instead (see `writer::commit_alone`).
     fn append_all(&self, batches: &mut Vec<Batch>) -> Vec<Pending> {
         let writer = self
             .inner
@@ -779,8 +783,10 @@ impl Append for RedbStore {
             }
         }
         // A write the writer never answers (it stopped) reads as closed through its `Pending`.
-        if let (Ok(writer), false) = (writer, writes.is_empty()) {
-            drop(writer.tx.send(Command::Writes(writes)));
+        if let (Ok(writer), false) = (writer, writes.is_empty())
+            && let Err(writes) = writer::commit_alone(&writer.queue, writes)
+        {
+            drop(writer.queue.send(Command::Writes(writes)));
         }
         pending
     }

@@ -14,7 +14,6 @@
 //! reread from the file), which the writer does by itself when it may ([`super::reopen`]).
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use ::redb::{Database, Durability as RedbDurability, WriteTransaction};
@@ -23,12 +22,16 @@ use tokio::sync::watch;
 use super::cache::ThreadCache;
 use super::guard::guard;
 use super::tables::{Counters, Tables, write_counters};
+use super::writer_queue::Turn;
 use super::{apply, delete, prune};
 use crate::error::Error;
 use crate::ids::ThreadId;
 pub(crate) use crate::request::Write;
 use crate::request::{Answer, Outcome, Request};
 use crate::store::Durability;
+
+/// Where callers leave commands for the writer, and where it rests between groups.
+pub(crate) type WriterQueue = super::writer_queue::WriterQueue<Command, Writer>;
 
 /// Messages to the writer.
 pub(crate) enum Command {
@@ -174,20 +177,39 @@ impl Writer {
         }
     }
 
-    /// Runs until a `Close` command or until every sender is gone.
-    pub(crate) fn run(mut self, rx: Receiver<Command>) {
+    /// Runs the writer resting in `queue` (the writer's thread) until a `Close` command.
+    pub(crate) fn run(queue: Arc<WriterQueue>) {
         // A panic here is a Cairn bug (redb's panics on damaged pages are caught by the guards
         // and become errors): the writer's invariants no longer hold, so nothing may be
         // acknowledged after it. The process ends, as TigerBeetle's does on a broken assertion;
         // a restart recovers from the last durable commit. The panic was printed by the hook.
-        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve(&rx)));
-        if served.is_err() {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve(&queue))).is_err() {
             tracing::error!("the storage writer hit a broken invariant (a bug): aborting");
             std::process::abort();
         }
-        drop(rx);
-        // If this is the last handle on the database, dropping it closes redb, which may read
-        // pages: guarded like every other call into redb.
+    }
+
+    /// How long the resting writer may wait for a command before it has work of its own: a
+    /// reopen to try, or a periodic flush (measured by the store's clock); `None`: none.
+    fn due(&mut self) -> Option<Duration> {
+        if let Some(due) = self.reopen_due() {
+            return Some(due.saturating_duration_since(Instant::now()));
+        }
+        self.flush_deadline().map(|deadline| deadline.saturating_duration_since(self.clock.now()))
+    }
+
+    /// The work [`Writer::due`] said was due.
+    fn on_due(&mut self) {
+        if self.reopen_due().is_some() {
+            self.recover();
+        } else if let Err(error) = self.flush_if_due() {
+            tracing::error!(%error, "durable flush failed; the store is poisoned");
+        }
+    }
+
+    /// Closes the database (the writer stopped). If this is the last handle on it, dropping it
+    /// closes redb, which may read pages: guarded like every other call into redb.
+    fn stop(self) {
         let db = self.db;
         if let Err(error) = guard("close", move || {
             drop(db);
@@ -197,52 +219,12 @@ impl Writer {
         }
     }
 
-    fn serve(&mut self, rx: &Receiver<Command>) {
-        loop {
-            if let Some(due) = self.reopen_due() {
-                match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
-                    Ok(command) => {
-                        if self.handle(command, rx) {
-                            return;
-                        }
-                    }
-                    Err(RecvTimeoutError::Timeout) => self.recover(),
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-                continue;
-            }
-            let first = match self.flush_deadline() {
-                Some(deadline) => {
-                    let wait = deadline.saturating_duration_since(self.clock.now());
-                    match rx.recv_timeout(wait) {
-                        Ok(command) => command,
-                        Err(RecvTimeoutError::Timeout) => {
-                            if let Err(error) = self.flush_if_due() {
-                                tracing::error!(%error, "durable flush failed; the store is poisoned");
-                            }
-                            continue;
-                        }
-                        Err(RecvTimeoutError::Disconnected) => break,
-                    }
-                }
-                None => match rx.recv() {
-                    Ok(command) => command,
-                    Err(_) => break,
-                },
-            };
-            if self.handle(first, rx) {
-                return;
-            }
-        }
-        self.flush_logged();
-    }
-
     /// Carries out `command` (the first of a group, for a write); true once the writer closed.
-    fn handle(&mut self, command: Command, rx: &Receiver<Command>) -> bool {
+    fn handle(&mut self, command: Command, queue: &WriterQueue) -> bool {
         let close = match command {
             Command::Close(reply) => Some(reply),
-            Command::Write(write) => self.group(Taken::one(write), rx),
-            Command::Writes(writes) => self.group(Taken::many(writes), rx),
+            Command::Write(write) => self.group(Taken::one(write), Some(queue)),
+            Command::Writes(writes) => self.group(Taken::many(writes), Some(queue)),
             Command::Tick(reply) => {
                 let result = self.flush_if_due();
                 drop(reply.send(result));
@@ -252,8 +234,8 @@ impl Writer {
         };
         let Some(close) = close else { return false };
         let result = self.flush();
-        // Later commands find the channel closed once `rx` drops; answer any queued now.
-        while let Ok(command) = rx.try_recv() {
+        // Later commands find the queue closed; answer those queued now.
+        for command in queue.close() {
             match command {
                 Command::Write(write) => refuse(write, &Error::Closed),
                 Command::Writes(writes) => {
@@ -287,12 +269,6 @@ impl Writer {
         match self.flush_deadline() {
             Some(deadline) if self.clock.now() >= deadline => self.flush(),
             _ => Ok(()),
-        }
-    }
-
-    fn flush_logged(&mut self) {
-        if let Err(error) = self.flush() {
-            tracing::error!(%error, "durable flush failed; the store is poisoned");
         }
     }
 
@@ -349,10 +325,13 @@ impl Writer {
     /// intents keep the group open (the callers expected have all written), the writer sleeps
     /// until the intents are withdrawn and then takes every write queued meanwhile, instead of
     /// waking for each: one sleep per group, not one thread switch per pipelined batch.
+    ///
+    /// Without a `queue` (a caller committing its own hand-over, see [`commit_alone`]) the group
+    /// is `taken` alone: nothing is gathered, and no intent keeps it open.
     fn group(
         &mut self,
         mut taken: Taken,
-        rx: &Receiver<Command>,
+        queue: Option<&WriterQueue>,
     ) -> Option<std::sync::mpsc::Sender<Result<(), Error>>> {
         if let Some(refused) = self.poison.refusal() {
             taken.for_each(|w| refuse(w, &refused));
@@ -360,7 +339,7 @@ impl Writer {
         }
         let durable = self.durable_due();
         // Open until the gathering below ends (see `WriteIntents::gathering`).
-        self.intents.gathering(true);
+        self.intents.gathering(queue.is_some());
         let target = self.last_group.clamp(1, self.group_max);
         let deadline = Instant::now() + self.last_commit.min(self.gather_max);
         let mut g = Gathered {
@@ -383,7 +362,7 @@ impl Writer {
             let mut cache = std::mem::take(&mut self.cache);
             let mut events = std::mem::take(&mut self.staged_events);
             let mut tables = Tables::new(&txn, &mut cache, &mut events);
-            let applied = self.gather(&mut tables, &mut taken, &mut g, rx, (target, deadline));
+            let applied = self.gather(&mut tables, &mut taken, &mut g, queue, (target, deadline));
             self.intents.gathering(false);
             // The group's events, framed once, and each thread record it changed, written once
             // (see `Tables::stage_events`, `Tables::stage_thread`).
@@ -432,7 +411,7 @@ impl Writer {
         tables: &mut Tables<'_, '_>,
         taken: &mut Taken,
         g: &mut Gathered,
-        rx: &Receiver<Command>,
+        queue: Option<&WriterQueue>,
         (target, deadline): (usize, Instant),
     ) -> Result<(), Error> {
         loop {
@@ -445,7 +424,9 @@ impl Writer {
             if g.answers.len() >= self.group_max {
                 return Ok(());
             }
-            let Some(command) = self.next_command(rx, &g.callers, target, deadline, &mut g.waits)
+            let Some(queue) = queue else { return Ok(()) };
+            let Some(command) =
+                self.next_command(queue, &g.callers, target, deadline, &mut g.waits)
             else {
                 return Ok(());
             };
@@ -528,15 +509,15 @@ impl Writer {
     /// are withdrawn (or at `deadline`). Counts each wait in `waits`.
     fn next_command(
         &self,
-        rx: &Receiver<Command>,
+        queue: &WriterQueue,
         callers: &Callers,
         target: usize,
         deadline: Instant,
         waits: &mut usize,
     ) -> Option<Command> {
-        match rx.try_recv() {
-            Ok(command) => Some(command),
-            Err(_) => {
+        match queue.try_recv() {
+            Some(command) => Some(command),
+            None => {
                 let now = Instant::now();
                 let short = callers.count() < target;
                 if !(short || self.intents.held() > 0) || now >= deadline {
@@ -546,13 +527,13 @@ impl Writer {
                 if short {
                     // Callers of the last group are still to come: take each write as
                     // it arrives, so applying overlaps their sending.
-                    rx.recv_timeout(deadline - now).ok()
+                    queue.recv_until(deadline)
                 } else {
                     // Only announced writes keep the group open: sleep until their
                     // intents are withdrawn (a runner settling) or the bound, not woken
                     // by each batch sent meanwhile, then take what was queued at once.
                     self.intents.wait_withdrawn(deadline);
-                    rx.try_recv().ok()
+                    queue.try_recv()
                 }
             }
         }
@@ -630,6 +611,68 @@ impl Writer {
             }
         }
     }
+}
+
+/// The writer's thread: takes the writer from `queue` with each command (or when it has work of
+/// its own due), and puts it back to rest after, until a close.
+fn serve(queue: &WriterQueue) {
+    while let Some(turn) = queue.next_turn(Writer::due) {
+        match turn {
+            Turn::Command(mut writer, command) => {
+                if writer.handle(command, queue) {
+                    writer.stop();
+                    return;
+                }
+                queue.rest(writer, false);
+            }
+            Turn::Due(mut writer) => {
+                writer.on_due();
+                queue.rest(writer, false);
+            }
+        }
+    }
+}
+
+/// The most bytes of events and payloads a caller commits on its own thread ([`commit_alone`]):
+/// a larger hand-over goes to the writer's thread, so that a runtime thread spends at most a
+/// small commit's time in redb.
+pub(crate) const ALONE_BYTES_MAX: usize = 256 * 1024;
+
+/// Commits `writes` (one caller's hand-over) as one group on the calling thread, if the writer
+/// rests with nothing queued, no other write is announced ([`crate::WriteIntents`]: a group
+/// that waits for it would share the commit), the group need not be durable (an fsync is never
+/// made on a caller's thread), and the hand-over is small ([`ALONE_BYTES_MAX`]); else gives
+/// `writes` back, for the writer's thread.
+///
+/// A lone runner's group then costs no thread switch: the writer's thread woken for the
+/// hand-over, and the runner woken for the answer, were a third of its CPU time (see
+/// benches/README.md).
+pub(crate) fn commit_alone(queue: &WriterQueue, writes: Vec<Write>) -> Result<(), Vec<Write>> {
+    let bytes: usize = writes
+        .iter()
+        .map(|write| match write {
+            Write::Append(batch, _) => crate::telemetry::batch_bytes(batch),
+            _ => 0,
+        })
+        .sum();
+    let may = |writer: &Writer| {
+        bytes <= ALONE_BYTES_MAX && writer.intents.held() == 0 && !writer.durable_due()
+    };
+    let Some(mut writer) = queue.take_idle(may) else { return Err(writes) };
+    let had_due = writer.flush_deadline().is_some();
+    // As on the writer's thread, a panic is a bug after which nothing may be acknowledged.
+    let grouped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        writer.group(Taken::many(writes), None)
+    }));
+    if grouped.is_err() {
+        tracing::error!("the storage writer hit a broken invariant (a bug): aborting");
+        std::process::abort();
+    }
+    // A first commit that is not durable starts the periodic flush's wait: the writer's
+    // thread must learn of it.
+    let wake = !had_due && writer.flush_deadline().is_some();
+    queue.rest(writer, wake);
+    Ok(())
 }
 
 /// Answers each write of a group: a write that was rejected keeps its own error (it changed
@@ -743,10 +786,10 @@ mod tests {
     fn only_leased_threads_stay_in_the_cache() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut writer = writer_on(dir.path());
-        let (_tx, rx) = std::sync::mpsc::sync_channel(1);
+        let rx = WriterQueue::new(1);
         let mut run = |batch: Batch| {
             let (write, answer) = write(batch);
-            assert!(writer.group(Taken::one(write), &rx).is_none());
+            assert!(writer.group(Taken::one(write), Some(&rx)).is_none());
             answer.blocking_recv().expect("answered").expect("appended");
             writer.cache.len()
         };
@@ -770,7 +813,8 @@ mod tests {
     #[test]
     fn a_group_waits_for_the_writes_announced_to_it() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (mut writer, tx, rx) = waiting_writer_on(dir.path(), 8);
+        let (mut writer, rx) = waiting_writer_on(dir.path(), 8);
+        let tx = rx.clone();
         let a = ThreadId::new("a").expect("id");
         let b = ThreadId::new("b").expect("id");
         let intent = writer.intents.hold();
@@ -778,7 +822,7 @@ mod tests {
         let (second, second_answer) = write(create(&b));
         let sender = announced(tx, intent, vec![second], Duration::from_millis(50));
         let started = Instant::now();
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         let tx = sender.join().expect("sender");
         assert_eq!(writer.last_group, 2, "the announced write joined the group");
         assert!(started.elapsed() < Duration::from_secs(10), "committed when the intent went");
@@ -794,7 +838,7 @@ mod tests {
             drop(intent);
         });
         let started = Instant::now();
-        assert!(writer.group(Taken::one(third), &rx).is_none());
+        assert!(writer.group(Taken::one(third), Some(&rx)).is_none());
         withdraw.join().expect("withdraw");
         assert_eq!(writer.last_group, 1);
         assert!(started.elapsed() < Duration::from_secs(10), "committed on the nudge");
@@ -808,12 +852,13 @@ mod tests {
     fn a_hand_over_is_one_group_applied_in_order_with_an_answer_each() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut writer = writer_on(dir.path());
-        let (tx, rx) = std::sync::mpsc::sync_channel(8);
+        let rx = Arc::new(WriterQueue::new(8));
+        let tx = rx.clone();
         let (a, b) = (ThreadId::new("a").expect("id"), ThreadId::new("b").expect("id"));
         let (first, first_answer) = write(create(&a));
         let (again, again_answer) = write(create(&a));
         let (other, other_answer) = write(create(&b));
-        assert!(writer.group(Taken::many(vec![first, again, other]), &rx).is_none());
+        assert!(writer.group(Taken::many(vec![first, again, other]), Some(&rx)).is_none());
         assert_eq!(writer.last_group, 2, "one group, of threads a and b");
         first_answer.blocking_recv().expect("answered").expect("created");
         let refused = again_answer.blocking_recv().expect("answered");
@@ -827,47 +872,45 @@ mod tests {
     #[test]
     fn a_withdrawn_intent_nudges_only_a_gathering_writer() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (mut writer, tx, rx) = waiting_writer_on(dir.path(), 8);
+        let (mut writer, rx) = waiting_writer_on(dir.path(), 8);
+        let tx = rx.clone();
         let (first, answer) = write(create(&ThreadId::new("a").expect("id")));
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         answer.blocking_recv().expect("answered").expect("created");
         drop(writer.intents.hold());
-        assert!(rx.try_recv().is_err(), "idle: no nudge queued");
+        assert!(rx.try_recv().is_none(), "idle: no nudge queued");
         // Control: withdrawn while a group gathers, it nudges.
         writer.intents.gathering(true);
         drop(writer.intents.hold());
-        assert!(matches!(rx.try_recv(), Ok(Command::Nudge)), "a nudge for the open group");
+        assert!(matches!(rx.try_recv(), Some(Command::Nudge)), "a nudge for the open group");
         drop(tx);
     }
 
     /// A writer on `dir` whose groups wait only for announced writes (its gathering bounds 30 s),
     /// with its queue of `depth`, which a withdrawn intent nudges.
-    fn waiting_writer_on(
-        dir: &std::path::Path,
-        depth: usize,
-    ) -> (Writer, std::sync::mpsc::SyncSender<Command>, std::sync::mpsc::Receiver<Command>) {
+    fn waiting_writer_on(dir: &std::path::Path, depth: usize) -> (Writer, Arc<WriterQueue>) {
         let mut writer = writer_on(dir);
-        let (tx, rx) = std::sync::mpsc::sync_channel(depth);
-        let nudge = tx.clone();
+        let queue = Arc::new(WriterQueue::new(depth));
+        let nudge = queue.clone();
         writer.intents =
-            crate::intent::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
+            crate::intent::WriteIntents::new(move || _ = nudge.try_send(Command::Nudge));
         writer.gather_max = Duration::from_secs(30);
         writer.last_commit = Duration::from_secs(30);
-        (writer, tx, rx)
+        (writer, queue)
     }
 
     /// A runner on another thread: sends `writes` to the writer's queue `tx`, `gap` apart, then
     /// withdraws the `intent` that announced them; joined, it gives `tx` back.
     fn announced(
-        tx: std::sync::mpsc::SyncSender<Command>,
+        tx: Arc<WriterQueue>,
         intent: crate::intent::WriteIntent,
         writes: Vec<Write>,
         gap: Duration,
-    ) -> std::thread::JoinHandle<std::sync::mpsc::SyncSender<Command>> {
+    ) -> std::thread::JoinHandle<Arc<WriterQueue>> {
         std::thread::spawn(move || {
             for write in writes {
                 std::thread::sleep(gap);
-                tx.send(Command::Write(write)).expect("send");
+                assert!(tx.send(Command::Write(write)).is_ok(), "queued");
             }
             drop(intent);
             tx
@@ -909,10 +952,10 @@ mod tests {
     fn a_thread_commit_touches_one_index_table() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut writer = writer_on(dir.path());
-        let (_tx, rx) = std::sync::mpsc::sync_channel(1);
+        let rx = WriterQueue::new(1);
         let a = ThreadId::new("a").expect("id");
         let (first, created) = write(create(&a));
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         created.blocking_recv().expect("answered").expect("created");
         let mut batch = step(&a, 0);
         let mut record = create(&a).threads.remove(0);
@@ -931,7 +974,7 @@ mod tests {
             created_at_ms: 1,
         });
         let (next, answer) = write(batch);
-        assert!(writer.group(Taken::one(next), &rx).is_none());
+        assert!(writer.group(Taken::one(next), Some(&rx)).is_none());
         answer.blocking_recv().expect("answered").expect("appended");
         // `queue_members` is read, not written: an ended thread leaves its queue, if any.
         assert_eq!(
@@ -948,11 +991,12 @@ mod tests {
     fn a_group_writes_each_thread_record_once() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut writer = writer_on(dir.path());
-        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let rx = Arc::new(WriterQueue::new(64));
+        let tx = rx.clone();
         let a = ThreadId::new("a").expect("id");
         let b = ThreadId::new("b").expect("id");
         let (first, answer) = write(create(&a));
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         answer.blocking_recv().expect("answered").expect("created");
         // Ten batches of `a` and two of `b`, all queued before the group starts.
         let mut answers = Vec::new();
@@ -961,16 +1005,16 @@ mod tests {
             answers.push(answer);
             if n == 0 {
                 let (create_b, created) = write(create(&b));
-                tx.send(Command::Write(create_b)).expect("queue");
+                assert!(tx.send(Command::Write(create_b)).is_ok(), "queued");
                 answers.push(created);
                 let (step_b, stepped) = write(step(&b, 0));
-                tx.send(Command::Write(step_b)).expect("queue");
+                assert!(tx.send(Command::Write(step_b)).is_ok(), "queued");
                 answers.push(stepped);
             }
-            tx.send(Command::Write(next)).expect("queue");
+            assert!(tx.send(Command::Write(next)).is_ok(), "queued");
         }
-        let Ok(Command::Write(first)) = rx.try_recv() else { panic!("a queued write") };
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        let Some(Command::Write(first)) = rx.try_recv() else { panic!("a queued write") };
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         for answer in answers {
             answer.blocking_recv().expect("answered").expect("appended");
         }
@@ -984,11 +1028,11 @@ mod tests {
         // Two more steps of `a` and its deletion in one group: no row of `a` is left behind.
         let (first, stepped) = write(step(&a, 10));
         let (next, stepped_again) = write(step(&a, 11));
-        tx.send(Command::Write(next)).expect("queue");
+        assert!(tx.send(Command::Write(next)).is_ok(), "queued");
         let (delete_tx, deleted) = oneshot::channel();
         let force = crate::delete::DeleteOptions { force: true };
-        tx.send(Command::Write(Write::DeleteThread(a.clone(), force, delete_tx))).expect("queue");
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        assert!(tx.send(Command::Write(Write::DeleteThread(a.clone(), force, delete_tx))).is_ok());
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         stepped.blocking_recv().expect("answered").expect("appended");
         stepped_again.blocking_recv().expect("answered").expect("appended");
         let deleted = deleted.blocking_recv().expect("answered").expect("deleted");
@@ -1020,14 +1064,15 @@ mod tests {
     fn a_group_frames_a_threads_batches_in_a_row_once() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut writer = writer_on(dir.path());
-        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let rx = Arc::new(WriterQueue::new(64));
+        let tx = rx.clone();
         let a = ThreadId::new("a").expect("id");
         let b = ThreadId::new("b").expect("id");
         let (first, answer) = write(create(&a));
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         answer.blocking_recv().expect("answered").expect("created");
         let mut answers = Vec::new();
-        let queue = |write: Write| tx.send(Command::Write(write)).expect("queue");
+        let queue = |write: Write| assert!(tx.send(Command::Write(write)).is_ok(), "queued");
         for n in 1..5 {
             let (batch, answer) = write(step(&a, n));
             queue(batch);
@@ -1045,7 +1090,7 @@ mod tests {
         }
         let (first, answer) = write(step(&a, 0));
         answers.insert(0, answer);
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         for answer in answers {
             answer.blocking_recv().expect("answered").expect("appended");
         }
@@ -1060,7 +1105,8 @@ mod tests {
     #[test]
     fn a_group_open_for_an_intent_wakes_once_when_it_is_withdrawn() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (mut writer, tx, rx) = waiting_writer_on(dir.path(), 64);
+        let (mut writer, rx) = waiting_writer_on(dir.path(), 64);
+        let tx = rx.clone();
         let a = ThreadId::new("a").expect("id");
         let intent = writer.intents.hold();
         let (first, created) = write(create(&a));
@@ -1074,7 +1120,7 @@ mod tests {
         // The runner: ten batches a few ms apart, then it settles (withdraws its intent).
         let runner = announced(tx, intent, batches, Duration::from_millis(5));
         let started = Instant::now();
-        assert!(writer.group(Taken::one(first), &rx).is_none());
+        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
         let tx = runner.join().expect("runner");
         assert!(started.elapsed() < Duration::from_secs(10), "committed when the intent went");
         created.blocking_recv().expect("answered").expect("created");
@@ -1084,6 +1130,81 @@ mod tests {
         assert_eq!(writer.thread_rows, 1, "the creation and the ten batches in one group");
         assert!(writer.waits <= 2, "woken {} times for one runner's batches", writer.waits);
         drop(tx);
+    }
+
+    /// A queue of `depth` with a writer (not durable) resting in it, and no writer's thread:
+    /// whatever is applied is applied by the caller.
+    fn resting(dir: &std::path::Path, depth: usize) -> WriterQueue {
+        let queue = WriterQueue::new(depth);
+        queue.rest(Box::new(writer_on(dir)), false);
+        queue
+    }
+
+    fn id(name: &str) -> ThreadId {
+        ThreadId::new(name).expect("id")
+    }
+
+    /// With the writer resting and nothing queued, a hand-over is committed before
+    /// `commit_alone` returns, on the caller's thread (this test has no writer's thread).
+    #[test]
+    fn a_lone_hand_over_is_committed_on_the_callers_thread() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let queue = resting(dir.path(), 4);
+        let (first, mut first_answer) = write(create(&id("a")));
+        let (again, mut again_answer) = write(create(&id("a")));
+        assert!(commit_alone(&queue, vec![first, again]).is_ok(), "committed alone");
+        first_answer.try_recv().expect("answered").expect("created");
+        let refused = again_answer.try_recv().expect("answered");
+        assert!(matches!(refused, Err(Error::GuardFailed { .. })), "{refused:?}");
+        assert!(queue.take_idle(|_| true).is_some(), "the writer rests again");
+    }
+
+    /// The hand-over goes to the writer's thread (given back, untouched) whenever committing it
+    /// alone could reorder writes, keep others from a shared group, sync on the caller's thread,
+    /// or hold the caller long.
+    #[test]
+    fn a_hand_over_goes_to_the_writers_thread_unless_it_is_alone_small_and_not_durable() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let given_back = |queue: &WriterQueue, why: &str| {
+            let (w, mut answer) = write(create(&id("b")));
+            assert!(commit_alone(queue, vec![w]).is_err(), "{why}: committed alone");
+            assert!(answer.try_recv().is_err(), "{why}: answered");
+        };
+        // A command queued before it: it must come first.
+        let queue = resting(dir.path(), 4);
+        let (queued, _answer) = write(create(&id("q")));
+        assert!(queue.send(Command::Write(queued)).is_ok());
+        given_back(&queue, "a command queued before it");
+        drop(queue);
+        // Another write announced: the writer's thread would share its group with it.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let queue = resting(dir.path(), 4);
+        let writer = queue.take_idle(|_| true).expect("resting");
+        let intent = writer.intents.hold();
+        queue.rest(writer, false);
+        given_back(&queue, "an intent held");
+        drop(intent);
+        // The writer busy (its thread, or another caller, holds it).
+        let writer = queue.take_idle(|_| true).expect("resting");
+        given_back(&queue, "the writer busy");
+        // A durable group: never synced on a caller's thread.
+        let mut writer = writer;
+        writer.durability = Durability::Immediate;
+        queue.rest(writer, false);
+        given_back(&queue, "a durable group");
+        let mut writer = queue.take_idle(|_| true).expect("resting");
+        writer.durability = Durability::None;
+        queue.rest(writer, false);
+        // Too large.
+        let mut big = create(&id("c"));
+        big.payloads.push(vec![0; ALONE_BYTES_MAX + 1]);
+        let (w, mut answer) = write(big);
+        assert!(commit_alone(&queue, vec![w]).is_err(), "a large hand-over committed alone");
+        assert!(answer.try_recv().is_err());
+        // Control: the same queue and writer commit a small one alone.
+        let (w, mut answer) = write(create(&id("d")));
+        assert!(commit_alone(&queue, vec![w]).is_ok(), "not committed alone");
+        answer.try_recv().expect("answered").expect("created");
     }
 
     /// The gathering target counts threads, not writes: a runner's pipelined batches arrive

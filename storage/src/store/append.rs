@@ -16,7 +16,9 @@ pub enum Durability {
     #[default]
     Immediate,
     /// Acknowledged after a non-durable commit; a durable commit happens at least every
-    /// `interval_ms`. A crash loses at most that window, never part of a batch.
+    /// `interval_ms`. A crash loses at most that window, never part of a batch. (A non-durable
+    /// commit of a lone caller's small hand-over may run on the caller's thread: see
+    /// [`Append::append_all`].)
     Periodic {
         /// Longest time between durable commits, in ms.
         interval_ms: u64,
@@ -53,7 +55,10 @@ pub trait Append: Send + Sync + 'static {
 
     /// Takes every batch out of `batches` (leaving its capacity for the caller's next ones) and
     /// queues them in order, as one hand-over: each batch's [`Pending`], in order. A store
-    /// whose writer takes several writes at once wakes it once for them all; this default
+    /// whose writer takes several writes at once wakes it once for them all (the file store,
+    /// when its writer rests, nothing else is queued or announced and the group need not be
+    /// durable, commits a small hand-over on the calling thread instead, before returning:
+    /// never with an fsync); this default
     /// queues each through [`Append::append`] (so a full queue blocks as it does). The first
     /// batch refused up front ends the hand-over: it and every batch after it answer that
     /// error, and none of them is queued (a later batch of a thread's pipeline expects the
