@@ -699,20 +699,13 @@ where
     Ok((elapsed, cpu))
 }
 
-/// The time this process has spent on a CPU, user and system, all threads (those ended too):
-/// `utime` + `stime` of `/proc/self/stat`, in clock ticks of 10 ms (`_SC_CLK_TCK` is 100 on
-/// Linux), so a figure needs a run of seconds.
+/// The time this process has spent on a CPU, user and system, all threads (those ended too),
+/// to the nanosecond (`CLOCK_PROCESS_CPUTIME_ID`; `/proc/self/stat` counts ticks of 10 ms, too
+/// coarse for a run of a tenth of a second).
 fn process_cpu() -> anyhow::Result<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").context("/proc/self/stat")?;
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let after = stat.rsplit_once(')').context("a /proc/self/stat without a command")?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of stat(5): 11 and 12 counted from 0 after the
-    // command (field 2).
-    let ticks = |i: usize| -> anyhow::Result<u64> {
-        fields.get(i).context("a short /proc/self/stat")?.parse().context("/proc/self/stat")
-    };
-    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    let nanos = u32::try_from(now.tv_nsec).context("a clock's nanoseconds")?;
+    Ok(Duration::new(u64::try_from(now.tv_sec).context("a clock's seconds")?, nanos))
 }
 
 /// What a run on a [`SyncCountingFile`] did to the file.
