@@ -700,12 +700,17 @@ where
 }
 
 /// The time this process has spent on a CPU, user and system, all threads (those ended too),
-/// to the nanosecond (`CLOCK_PROCESS_CPUTIME_ID`; `/proc/self/stat` counts ticks of 10 ms, too
-/// coarse for a run of a tenth of a second).
+/// to the microsecond (`getrusage`, which Linux sums from the scheduler's own clock;
+/// `/proc/self/stat` counts ticks of 10 ms, too coarse for a run of a tenth of a second).
 fn process_cpu() -> anyhow::Result<Duration> {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    let nanos = u32::try_from(now.tv_nsec).context("a clock's nanoseconds")?;
-    Ok(Duration::new(u64::try_from(now.tv_sec).context("a clock's seconds")?, nanos))
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_SELF).context("getrusage")?;
+    let micros = |t: nix::sys::time::TimeVal| -> anyhow::Result<u64> {
+        let seconds = u64::try_from(t.tv_sec()).context("a negative CPU time")?;
+        let micros = u64::try_from(t.tv_usec()).context("a negative CPU time")?;
+        Ok(seconds * 1_000_000 + micros)
+    };
+    Ok(Duration::from_micros(micros(usage.user_time())? + micros(usage.system_time())?))
 }
 
 /// What a run on a [`SyncCountingFile`] did to the file.

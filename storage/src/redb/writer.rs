@@ -219,20 +219,22 @@ impl Writer {
         }
     }
 
-    /// Carries out `command` (the first of a group, for a write); true once the writer closed.
-    fn handle(&mut self, command: Command, queue: &WriterQueue) -> bool {
-        let close = match command {
-            Command::Close(reply) => Some(reply),
+    /// Carries out `command` (the first of a group, for a write): the replies to send once the
+    /// writer rests, or `None` once it closed.
+    fn handle(&mut self, command: Command, queue: &WriterQueue) -> Option<Replies> {
+        let (replies, close) = match command {
+            Command::Close(reply) => (Replies::default(), Some(reply)),
             Command::Write(write) => self.group(Taken::one(write), Some(queue)),
             Command::Writes(writes) => self.group(Taken::many(writes), Some(queue)),
             Command::Tick(reply) => {
                 let result = self.flush_if_due();
                 drop(reply.send(result));
-                None
+                (Replies::default(), None)
             }
-            Command::Nudge => None,
+            Command::Nudge => (Replies::default(), None),
         };
-        let Some(close) = close else { return false };
+        let Some(close) = close else { return Some(replies) };
+        replies.send();
         let result = self.flush();
         // Later commands find the queue closed; answer those queued now.
         for command in queue.close() {
@@ -246,7 +248,7 @@ impl Writer {
             }
         }
         drop(close.send(result));
-        true
+        None
     }
 
     /// The database, or why there is none (a reopen could not open it: the store is poisoned).
@@ -301,8 +303,9 @@ impl Writer {
         }
     }
 
-    /// Gathers, applies and commits one group that starts with `first`; returns a `Close`
-    /// command that ended the gathering.
+    /// Gathers, applies and commits one group that starts with `first`; returns its replies (to
+    /// send once the writer rests: a caller woken by its answer then finds the writer free for
+    /// its next hand-over) and a `Close` command that ended the gathering.
     ///
     /// Each write is applied as soon as it is taken from the queue, inside the group's open
     /// transaction, so the writer's work overlaps the callers' (with 64 callers each waiting for
@@ -330,13 +333,15 @@ impl Writer {
     /// is `taken` alone: nothing is gathered, and no intent keeps it open.
     fn group(
         &mut self,
-        mut taken: Taken,
+        taken: Taken,
         queue: Option<&WriterQueue>,
-    ) -> Option<std::sync::mpsc::Sender<Result<(), Error>>> {
+    ) -> (Replies, Option<std::sync::mpsc::Sender<Result<(), Error>>>) {
         if let Some(refused) = self.poison.refusal() {
-            taken.for_each(|w| refuse(w, &refused));
-            return None;
+            let replies =
+                Replies { unreached: taken, failure: Some(refused), ..Replies::default() };
+            return (replies, None);
         }
+        let mut taken = taken;
         let durable = self.durable_due();
         // Open until the gathering below ends (see `WriteIntents::gathering`).
         self.intents.gathering(queue.is_some());
@@ -391,15 +396,12 @@ impl Writer {
         self.waits = g.waits;
         self.record_group(&span, &g, commit_time, durable, outcome.is_ok());
         let failure = self.settle(outcome, durable);
-        answer_all(g.answers, g.results, failure.as_ref());
-        // Writes of a hand-over not reached when a failure stopped the group.
-        let unreached = failure.unwrap_or(Error::Closed);
-        taken.for_each(|w| refuse(w, &unreached));
         for tick in g.ticks {
             let result = self.flush_if_due();
             drop(tick.send(result));
         }
-        g.close
+        let replies = Replies { answers: g.answers, results: g.results, failure, unreached: taken };
+        (replies, g.close)
     }
 
     /// Applies `taken` and the writes that follow (see [`Writer::group`]) in the open group's
@@ -619,11 +621,12 @@ fn serve(queue: &WriterQueue) {
     while let Some(turn) = queue.next_turn(Writer::due) {
         match turn {
             Turn::Command(mut writer, command) => {
-                if writer.handle(command, queue) {
+                let Some(replies) = writer.handle(command, queue) else {
                     writer.stop();
                     return;
-                }
+                };
                 queue.rest(writer, false);
+                replies.send();
             }
             Turn::Due(mut writer) => {
                 writer.on_due();
@@ -662,32 +665,51 @@ pub(crate) fn commit_alone(queue: &WriterQueue, writes: Vec<Write>) -> Result<()
     let had_due = writer.flush_deadline().is_some();
     // As on the writer's thread, a panic is a bug after which nothing may be acknowledged.
     let grouped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        writer.group(Taken::many(writes), None)
+        writer.group(Taken::many(writes), None).0
     }));
-    if grouped.is_err() {
+    let Ok(replies) = grouped else {
         tracing::error!("the storage writer hit a broken invariant (a bug): aborting");
         std::process::abort();
-    }
+    };
     // A first commit that is not durable starts the periodic flush's wait: the writer's
     // thread must learn of it.
     let wake = !had_due && writer.flush_deadline().is_some();
     queue.rest(writer, wake);
+    replies.send();
     Ok(())
 }
 
-/// Answers each write of a group: a write that was rejected keeps its own error (it changed
-/// nothing); one that was applied, or never reached, gets the commit's `failure`.
-fn answer_all(answers: Vec<Answer>, results: Vec<Result<Outcome, Error>>, failure: Option<&Error>) {
-    let mut results = results.into_iter();
-    for answer in answers {
-        let result = match (results.next(), failure) {
-            (Some(Err(rejected)), _) => Err(rejected),
-            (Some(Ok(outcome)), None) => Ok(outcome),
-            (_, Some(error)) => Err(error.clone()),
-            // One result per applied write until the first failure stops the group.
-            (None, None) => unreachable!("a write went unanswered"),
-        };
-        answer.send(result);
+/// A group's answers, and the writes of a hand-over it never reached.
+#[derive(Default)]
+struct Replies {
+    /// The reply channel of each write applied, in order, and its result.
+    answers: Vec<Answer>,
+    results: Vec<Result<Outcome, Error>>,
+    /// What failed the group (its commit, or the store's poison), if anything did.
+    failure: Option<Error>,
+    /// Writes of a hand-over not reached when a failure stopped the group.
+    unreached: Taken,
+}
+
+impl Replies {
+    /// Answers each write: a write that was rejected keeps its own error (it changed nothing);
+    /// one that was applied, or never reached, gets the group's failure (never reached without
+    /// one: the writer closed).
+    fn send(self) {
+        let Replies { answers, results, failure, unreached } = self;
+        let mut results = results.into_iter();
+        for answer in answers {
+            let result = match (results.next(), &failure) {
+                (Some(Err(rejected)), _) => Err(rejected),
+                (Some(Ok(outcome)), None) => Ok(outcome),
+                (_, Some(error)) => Err(error.clone()),
+                // One result per applied write until the first failure stops the group.
+                (None, None) => unreachable!("a write went unanswered"),
+            };
+            answer.send(result);
+        }
+        let unreached_error = failure.unwrap_or(Error::Closed);
+        unreached.for_each(|w| refuse(w, &unreached_error));
     }
 }
 
@@ -702,8 +724,8 @@ fn rejected(error: Error) -> (Result<Outcome, Error>, Option<Error>) {
     }
 }
 
-/// Answers a write with `error` without running it.
 /// The writes taken from the queue and not applied yet: one write, or a hand-over of several.
+#[derive(Default)]
 struct Taken {
     one: Option<Write>,
     many: std::vec::IntoIter<Write>,
@@ -727,6 +749,7 @@ impl Iterator for Taken {
     }
 }
 
+/// Answers a write with `error` without running it.
 fn refuse(write: Write, error: &Error) {
     write.split().1.send(Err(error.clone()));
 }
@@ -750,6 +773,18 @@ mod tests {
         let thread = ThreadId::new(thread).expect("id");
         batch.guards.push(Guard::LastSeq { thread, seq: Seq(0) });
         Write::Append(batch, tx)
+    }
+
+    /// Runs a group as the writer's thread does, its replies sent at once; the `Close` that
+    /// ended it, if any.
+    fn group(
+        writer: &mut Writer,
+        taken: Taken,
+        queue: Option<&WriterQueue>,
+    ) -> Option<std::sync::mpsc::Sender<Result<(), Error>>> {
+        let (replies, close) = writer.group(taken, queue);
+        replies.send();
+        close
     }
 
     /// A writer on a fresh file under `dir`, not yet running.
@@ -789,7 +824,7 @@ mod tests {
         let rx = WriterQueue::new(1);
         let mut run = |batch: Batch| {
             let (write, answer) = write(batch);
-            assert!(writer.group(Taken::one(write), Some(&rx)).is_none());
+            assert!(group(&mut writer, Taken::one(write), Some(&rx)).is_none());
             answer.blocking_recv().expect("answered").expect("appended");
             writer.cache.len()
         };
@@ -822,7 +857,7 @@ mod tests {
         let (second, second_answer) = write(create(&b));
         let sender = announced(tx, intent, vec![second], Duration::from_millis(50));
         let started = Instant::now();
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         let tx = sender.join().expect("sender");
         assert_eq!(writer.last_group, 2, "the announced write joined the group");
         assert!(started.elapsed() < Duration::from_secs(10), "committed when the intent went");
@@ -838,7 +873,7 @@ mod tests {
             drop(intent);
         });
         let started = Instant::now();
-        assert!(writer.group(Taken::one(third), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(third), Some(&rx)).is_none());
         withdraw.join().expect("withdraw");
         assert_eq!(writer.last_group, 1);
         assert!(started.elapsed() < Duration::from_secs(10), "committed on the nudge");
@@ -858,7 +893,7 @@ mod tests {
         let (first, first_answer) = write(create(&a));
         let (again, again_answer) = write(create(&a));
         let (other, other_answer) = write(create(&b));
-        assert!(writer.group(Taken::many(vec![first, again, other]), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::many(vec![first, again, other]), Some(&rx)).is_none());
         assert_eq!(writer.last_group, 2, "one group, of threads a and b");
         first_answer.blocking_recv().expect("answered").expect("created");
         let refused = again_answer.blocking_recv().expect("answered");
@@ -875,7 +910,7 @@ mod tests {
         let (mut writer, rx) = waiting_writer_on(dir.path(), 8);
         let tx = rx.clone();
         let (first, answer) = write(create(&ThreadId::new("a").expect("id")));
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         answer.blocking_recv().expect("answered").expect("created");
         drop(writer.intents.hold());
         assert!(rx.try_recv().is_none(), "idle: no nudge queued");
@@ -955,7 +990,7 @@ mod tests {
         let rx = WriterQueue::new(1);
         let a = ThreadId::new("a").expect("id");
         let (first, created) = write(create(&a));
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         created.blocking_recv().expect("answered").expect("created");
         let mut batch = step(&a, 0);
         let mut record = create(&a).threads.remove(0);
@@ -974,7 +1009,7 @@ mod tests {
             created_at_ms: 1,
         });
         let (next, answer) = write(batch);
-        assert!(writer.group(Taken::one(next), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(next), Some(&rx)).is_none());
         answer.blocking_recv().expect("answered").expect("appended");
         // `queue_members` is read, not written: an ended thread leaves its queue, if any.
         assert_eq!(
@@ -996,7 +1031,7 @@ mod tests {
         let a = ThreadId::new("a").expect("id");
         let b = ThreadId::new("b").expect("id");
         let (first, answer) = write(create(&a));
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         answer.blocking_recv().expect("answered").expect("created");
         // Ten batches of `a` and two of `b`, all queued before the group starts.
         let mut answers = Vec::new();
@@ -1014,7 +1049,7 @@ mod tests {
             assert!(tx.send(Command::Write(next)).is_ok(), "queued");
         }
         let Some(Command::Write(first)) = rx.try_recv() else { panic!("a queued write") };
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         for answer in answers {
             answer.blocking_recv().expect("answered").expect("appended");
         }
@@ -1032,7 +1067,7 @@ mod tests {
         let (delete_tx, deleted) = oneshot::channel();
         let force = crate::delete::DeleteOptions { force: true };
         assert!(tx.send(Command::Write(Write::DeleteThread(a.clone(), force, delete_tx))).is_ok());
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         stepped.blocking_recv().expect("answered").expect("appended");
         stepped_again.blocking_recv().expect("answered").expect("appended");
         let deleted = deleted.blocking_recv().expect("answered").expect("deleted");
@@ -1069,7 +1104,7 @@ mod tests {
         let a = ThreadId::new("a").expect("id");
         let b = ThreadId::new("b").expect("id");
         let (first, answer) = write(create(&a));
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         answer.blocking_recv().expect("answered").expect("created");
         let mut answers = Vec::new();
         let queue = |write: Write| assert!(tx.send(Command::Write(write)).is_ok(), "queued");
@@ -1090,7 +1125,7 @@ mod tests {
         }
         let (first, answer) = write(step(&a, 0));
         answers.insert(0, answer);
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         for answer in answers {
             answer.blocking_recv().expect("answered").expect("appended");
         }
@@ -1120,7 +1155,7 @@ mod tests {
         // The runner: ten batches a few ms apart, then it settles (withdraws its intent).
         let runner = announced(tx, intent, batches, Duration::from_millis(5));
         let started = Instant::now();
-        assert!(writer.group(Taken::one(first), Some(&rx)).is_none());
+        assert!(group(&mut writer, Taken::one(first), Some(&rx)).is_none());
         let tx = runner.join().expect("runner");
         assert!(started.elapsed() < Duration::from_secs(10), "committed when the intent went");
         created.blocking_recv().expect("answered").expect("created");

@@ -31,7 +31,7 @@ fn a_non_durable_mode_is_made_durable_by_close() {
 mod beneath_redb {
 
     use cairn_storage::{
-        Append, Backend, Durability, Error, Maintenance, Options, RedbStore, Seq, ThreadLog,
+        Append, Backend, Batch, Durability, Error, Maintenance, Options, RedbStore, Seq, ThreadLog,
     };
     use cairn_storage_testkit::fault::{FaultBackend, FaultController, OpKind};
 
@@ -123,6 +123,45 @@ mod beneath_redb {
         store.tick().expect("tick");
         assert_eq!(events_in(disk.durable_image()), Some(2), "flushed once due");
         assert!(disk.ops().contains(&OpKind::Sync));
+        drop(store);
+    }
+
+    /// A lone caller's hand-over under Periodic durability is committed on the caller's thread
+    /// (answered before `append_all` returns, not durable yet), and the writer's thread, which
+    /// was idle with nothing to flush, learns of it: the commit is durable about an interval
+    /// later, with no other write or tick to wake the writer.
+    #[test]
+    fn periodic_flushes_a_hand_over_committed_by_its_caller() {
+        let backend = FaultBackend::new();
+        let disk = backend.controller();
+        let interval = std::time::Duration::from_secs(1);
+        let options = Options::default()
+            .with_durability(Durability::Periodic { interval_ms: interval.as_millis() as u64 });
+        let store = RedbStore::with_backend(backend, options).expect("open");
+        // An interval after open, the first commit is durable; the writer then rests with
+        // nothing to flush (a group's answers go out once it rests).
+        std::thread::sleep(interval);
+        create_thread(&store, "t", 1);
+        assert_eq!(events_in(disk.durable_image()), Some(1));
+        let batch = |seq| Batch { events: vec![event("t", seq)], ..Batch::default() };
+        let mut batches = vec![batch(2), batch(3)];
+        for p in store.append_all(&mut batches) {
+            // Polled once, with nobody to wake: answered already.
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            let answer = std::pin::pin!(p.wait()).as_mut().poll(&mut cx);
+            let std::task::Poll::Ready(answer) = answer else {
+                panic!("a lone hand-over was not committed before append_all returned")
+            };
+            answer.expect("appended");
+        }
+        let started = std::time::Instant::now();
+        while events_in(disk.durable_image()) != Some(3) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the hand-over committed by its caller was never flushed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         drop(store);
     }
 
