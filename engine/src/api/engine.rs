@@ -72,6 +72,11 @@ impl Engine {
     /// is stored (a start of an existing id returns it, whatever its status); once it is deleted
     /// ([`Engine::delete`], [`crate::RetentionPolicy`]) the id starts a new thread.
     ///
+    /// `start` returns once the thread's creation is durable. Until then the new thread runs in
+    /// the task that awaits `start` (its first steps share the creation's commit); whatever is
+    /// left of it then, or if that task stops awaiting, goes on as a task of its own. A short
+    /// thread may so end before `start` returns, without another task or thread being woken.
+    ///
     /// # Errors
     /// [`Error::UnknownWorkflow`] if this version of `workflow` is not registered;
     /// [`Error::Invalid`] if another workflow is registered under its id and version, if

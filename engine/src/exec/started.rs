@@ -17,6 +17,10 @@
 //! key, and the loser's batches fail the lease guard. A runner stopped there by a failed write
 //! is accounted for as any drive's (`drive::stopped_by`: fenced, or driven again from its log).
 //!
+//! The runner runs in `start`'s caller until the creation is durable, and then as a task of
+//! its own if it is not done ([`crate::tasks::Tasks::inline`]): a short thread starts, runs and
+//! ends in the caller's task, with no runtime worker woken to run it and no caller woken by it.
+//!
 //! The thread's status channel is opened at the creation's status before the runner starts
 //! (`Coordinator::expect_status`), so a handle waiting on it reads nothing back either.
 
@@ -88,8 +92,9 @@ pub(crate) async fn start_running(
     );
     crate::telemetry::adopt_thread_trace(&span, id.as_str());
     // The task is this one block in its span (not a block that makes it: that held every
-    // value it moves in twice).
-    shell.tasks.spawn(
+    // value it moves in twice). It runs in the caller's task until the creation is durable
+    // (`start` waits for that anyway), and on its own after that if it is not done.
+    let task = shell.tasks.inline(
         async move {
             let _counted = counted;
             let (result, mut published) = if s.tasks.is_stopping() {
@@ -143,7 +148,7 @@ pub(crate) async fn start_running(
         }
         .instrument(span),
     );
-    match durable.await {
+    match task.run_until(durable).await {
         Ok(()) => Ok(Some(seen)),
         Err(Error::Storage(cairn_storage::Error::GuardFailed { .. })) => {
             let existing = super::fetch::record(shell.store.as_ref(), &thread).await?;
