@@ -30,6 +30,9 @@ pub(crate) struct Tasks {
     /// The largest future spawned so far, in bytes (what its box took a copy of).
     #[cfg(test)]
     largest: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Tasks spawned so far (an inline task counts once it goes on as a task of its own).
+    #[cfg(test)]
+    spawned: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Tasks {
@@ -46,6 +49,8 @@ impl Tasks {
     }
 
     fn spawn_boxed(&self, fut: Task) {
+        #[cfg(test)]
+        self.spawned.fetch_add(1, Ordering::Relaxed);
         let kill = self.kill.clone();
         self.tracker.spawn(async move {
             tokio::select! {
@@ -69,6 +74,12 @@ impl Tasks {
     #[cfg(test)]
     pub fn largest_spawned(&self) -> usize {
         self.largest.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many tasks were spawned so far.
+    #[cfg(test)]
+    pub fn spawned(&self) -> usize {
+        self.spawned.load(Ordering::Relaxed)
     }
 
     /// Cancelled once the engine shuts down (or crashes).

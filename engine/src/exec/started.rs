@@ -213,4 +213,36 @@ mod tests {
         assert!(largest <= SPAWNED_BYTES_MAX, "a {largest}-byte future was spawned");
         engine.shutdown().await;
     }
+
+    /// A short thread started alone, on a store whose groups need not be durable, runs in
+    /// `start`'s caller to its end, its writes committed on the caller's thread: it is stored
+    /// completed when `start` returns, and no task was spawned to run it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_short_thread_started_alone_ends_before_start_returns() {
+        let add = |s: Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0 + 1)) };
+        let wf = Workflow::<Replace<u64>>::builder("two", 1)
+            .node("a", add)
+            .node("b", add)
+            .edge(START, "a")
+            .edge("a", "b")
+            .edge("b", END)
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::builder(dir.path().join("w.db"))
+            .durability(cairn_storage::Durability::None)
+            .workflow(&wf)
+            .open()
+            .await
+            .unwrap();
+        for n in 0..3 {
+            let spawned = engine.shell.tasks.spawned();
+            let options = crate::StartOptions::id(format!("t{n}"));
+            let handle = engine.start_json("two", &Replace(0u64), options).await.unwrap();
+            let status = handle.status().await.unwrap();
+            assert_eq!(status, cairn_storage::ThreadStatus::Completed, "thread {n}");
+            assert_eq!(engine.shell.tasks.spawned(), spawned, "thread {n} ran in a task");
+        }
+        engine.shutdown().await;
+    }
 }
