@@ -130,12 +130,40 @@ struct Running {
 /// long thread that never waits from holding its caller.
 pub(crate) const INLINE_POLLS_AFTER_MAX: usize = 16;
 
+thread_local! {
+    /// Whether this thread is polling an inline task now: a task started from inside one (a
+    /// node that starts a thread) is spawned, not nested in it, so that a chain of starts
+    /// never nests polls on one stack.
+    static POLLING_INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as polling an inline task until dropped (a panic included).
+struct PollingInline;
+
+impl PollingInline {
+    fn enter() -> PollingInline {
+        POLLING_INLINE.set(true);
+        PollingInline
+    }
+}
+
+impl Drop for PollingInline {
+    fn drop(&mut self) {
+        POLLING_INLINE.set(false);
+    }
+}
+
 impl Inline {
     /// Polls the task and `until` together, in the caller's task, until `until` is ready and
     /// the task is done, waits on something outside itself, or has had
     /// [`INLINE_POLLS_AFTER_MAX`] more polls; the task goes on as a task of its own if it is
-    /// not done by then.
+    /// not done by then. Called from inside another inline task's poll, it spawns the task at
+    /// once and only waits.
     pub async fn run_until<T>(mut self, until: impl Future<Output = T>) -> T {
+        if POLLING_INLINE.get() {
+            drop(self);
+            return until.await;
+        }
         let mut until = std::pin::pin!(until);
         let woken = Arc::new(Woken::default());
         let waker = Waker::from(woken.clone());
@@ -155,6 +183,7 @@ impl Inline {
                     // A panic ends the task, not its caller, as a spawned task's does in tokio
                     // (the hook has printed it).
                     let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let _polling = PollingInline::enter();
                         fut.as_mut().poll(&mut task_cx)
                     }));
                     if !matches!(polled, Ok(Poll::Pending)) {
@@ -310,6 +339,22 @@ mod tests {
         stopped.await.expect("the stop waited for a task a crash should have dropped");
         assert!(dropped.load(Ordering::SeqCst), "the task outlived the crash");
         caller.abort();
+    }
+
+    /// A task started from inside an inline task's poll (a node that starts a thread) is
+    /// spawned, not polled nested in it: a chain of starts never nests on one stack.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_task_started_inside_an_inline_task_is_spawned() {
+        let tasks = Tasks::default();
+        let inner_tasks = tasks.clone();
+        let outer = tasks.inline(async move {
+            let inner = inner_tasks.inline(async {});
+            inner.run_until(std::future::ready(())).await;
+            assert_eq!(inner_tasks.spawned(), 1, "the inner task was nested, not spawned");
+        });
+        outer.run_until(std::future::ready(())).await;
+        assert_eq!(tasks.spawned(), 1, "the outer task was spawned");
+        assert!(!POLLING_INLINE.get(), "the mark outlived the poll");
     }
 
     /// A task that panics in its caller's task ends there; its caller goes on (as with a
