@@ -193,17 +193,22 @@ mod tests {
     /// since.
     const SPAWNED_BYTES_MAX: usize = 12 * 1024;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_started_runner_is_spawned_as_a_small_future() {
+    /// A workflow of two nodes that each add one.
+    fn two() -> Workflow<Replace<u64>> {
         let add = |s: Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0 + 1)) };
-        let wf = Workflow::<Replace<u64>>::builder("two", 1)
+        Workflow::<Replace<u64>>::builder("two", 1)
             .node("a", add)
             .node("b", add)
             .edge(START, "a")
             .edge("a", "b")
             .edge("b", END)
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_started_runner_is_spawned_as_a_small_future() {
+        let wf = two();
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::builder(dir.path().join("w.db")).workflow(&wf).open().await.unwrap();
         let options = crate::StartOptions::id("t");
@@ -219,15 +224,7 @@ mod tests {
     /// completed when `start` returns, and no task was spawned to run it.
     #[tokio::test(flavor = "current_thread")]
     async fn a_short_thread_started_alone_ends_before_start_returns() {
-        let add = |s: Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0 + 1)) };
-        let wf = Workflow::<Replace<u64>>::builder("two", 1)
-            .node("a", add)
-            .node("b", add)
-            .edge(START, "a")
-            .edge("a", "b")
-            .edge("b", END)
-            .build()
-            .unwrap();
+        let wf = two();
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::builder(dir.path().join("w.db"))
             .durability(cairn_storage::Durability::None)
