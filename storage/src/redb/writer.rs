@@ -179,14 +179,7 @@ impl Writer {
 
     /// Runs the writer resting in `queue` (the writer's thread) until a `Close` command.
     pub(crate) fn run(queue: Arc<WriterQueue>) {
-        // A panic here is a Cairn bug (redb's panics on damaged pages are caught by the guards
-        // and become errors): the writer's invariants no longer hold, so nothing may be
-        // acknowledged after it. The process ends, as TigerBeetle's does on a broken assertion;
-        // a restart recovers from the last durable commit. The panic was printed by the hook.
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve(&queue))).is_err() {
-            tracing::error!("the storage writer hit a broken invariant (a bug): aborting");
-            std::process::abort();
-        }
+        or_abort(|| serve(&queue));
     }
 
     /// How long the resting writer may wait for a command before it has work of its own: a
@@ -333,7 +326,7 @@ impl Writer {
     /// is `taken` alone: nothing is gathered, and no intent keeps it open.
     fn group(
         &mut self,
-        taken: Taken,
+        mut taken: Taken,
         queue: Option<&WriterQueue>,
     ) -> (Replies, Option<std::sync::mpsc::Sender<Result<(), Error>>>) {
         if let Some(refused) = self.poison.refusal() {
@@ -341,7 +334,6 @@ impl Writer {
                 Replies { unreached: taken, failure: Some(refused), ..Replies::default() };
             return (replies, None);
         }
-        let mut taken = taken;
         let durable = self.durable_due();
         // Open until the gathering below ends (see `WriteIntents::gathering`).
         self.intents.gathering(queue.is_some());
@@ -615,6 +607,18 @@ impl Writer {
     }
 }
 
+/// Runs `f`, the writer's work, on whichever thread does it. A panic there is a Cairn bug
+/// (redb's panics on damaged pages are caught by the guards and become errors): the writer's
+/// invariants no longer hold, so nothing may be acknowledged after it. The process ends, as
+/// TigerBeetle's does on a broken assertion; a restart recovers from the last durable commit.
+/// The panic was printed by the hook.
+fn or_abort<T>(f: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        tracing::error!("the storage writer hit a broken invariant (a bug): aborting");
+        std::process::abort()
+    })
+}
+
 /// The writer's thread: takes the writer from `queue` with each command (or when it has work of
 /// its own due), and puts it back to rest after, until a close.
 fn serve(queue: &WriterQueue) {
@@ -663,14 +667,7 @@ pub(crate) fn commit_alone(queue: &WriterQueue, writes: Vec<Write>) -> Result<()
     };
     let Some(mut writer) = queue.take_idle(may) else { return Err(writes) };
     let had_due = writer.flush_deadline().is_some();
-    // As on the writer's thread, a panic is a bug after which nothing may be acknowledged.
-    let grouped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        writer.group(Taken::many(writes), None).0
-    }));
-    let Ok(replies) = grouped else {
-        tracing::error!("the storage writer hit a broken invariant (a bug): aborting");
-        std::process::abort();
-    };
+    let replies = or_abort(|| writer.group(Taken::many(writes), None).0);
     // A first commit that is not durable starts the periodic flush's wait: the writer's
     // thread must learn of it.
     let wake = !had_due && writer.flush_deadline().is_some();
