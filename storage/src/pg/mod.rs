@@ -35,6 +35,7 @@ mod events;
 mod group;
 mod labels;
 mod listen;
+mod lookups;
 mod pool;
 mod queues;
 mod read;
@@ -96,6 +97,8 @@ pub struct PgStore {
 
 /// Fields drop in order: the runtime that drives the connections goes last.
 struct Inner {
+    /// Reads of thread records, queued and read together (`lookups.rs`).
+    lookups: lookups::Lookups,
     readers: Readers,
     writer: Writer,
     durability: Durability,
@@ -178,9 +181,11 @@ impl PgStore {
             listen::Heard { committed: tx, remote: remote_tx, token, drivers: drivers.clone() };
         listen::start(target("cairn-listener")?, heard);
         let readers = Readers::start(target("cairn-reader")?, READERS)?;
+        let lookups = lookups::Lookups::start(readers.clone(), &driver.handle());
         let blocking_reads = Arc::new(AtomicU64::new(0));
         let on_block = on_block(blocking_reads.clone(), metrics.clone());
         let inner = Inner {
+            lookups,
             readers,
             writer,
             durability,
@@ -346,8 +351,7 @@ impl ThreadLog for PgStore {
 
 impl Catalog for PgStore {
     fn thread(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
-        let id = id.clone();
-        self.read("read thread", read_with!(id; |c| read::thread(c, &id)))
+        self.inner.lookups.thread(id.clone()).counting_blocks(self.inner.on_block.clone())
     }
 
     fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {

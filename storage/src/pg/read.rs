@@ -18,14 +18,6 @@ use crate::lock::LockRecord;
 use crate::store::{CheckpointFilter, Page, ThreadFilter};
 use crate::thread::ThreadRecord;
 
-/// The record of thread `id`.
-pub(crate) async fn thread(client: &Conn, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
-    let row = query_opt(client, "SELECT record FROM cairn_threads WHERE id = $1", &[&id.as_str()])
-        .await
-        .map_err(pg_error("read thread"))?;
-    row.map(|r| decode_thread(id, r.get(0))).transpose()
-}
-
 pub(crate) fn decode_thread(id: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord, Error> {
     let stored =
         codec::decode_stored_thread(bytes).map_err(|e| codec::locate(e, Some(id), None))?;

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use cairn_storage::{Catalog, Durability, Error, PgStore, Reading, ThreadRecord};
+use cairn_storage::{Catalog, Durability, Error, PgStore, Reading, Signal};
 use cairn_storage_testkit::pg_cluster::Cluster;
 use cairn_storage_testkit::pg_proxy::Proxy;
 
@@ -45,7 +45,8 @@ async fn timed<T>(read: impl Future<Output = Result<T, Error>>) -> (Result<T, Er
 /// Every reader connection held by a read nobody drives (the driver of a test blocked in a
 /// sync wait inside the same task, as `crash_controls` was): a further read fails within its
 /// wait for a connection with `Error::TimedOut` naming it, instead of waiting for ever. Once
-/// the held reads are dropped, the same read answers (the control).
+/// the held reads are dropped, the same read answers (the control). The reads are of signals:
+/// a read of a thread record is driven by the store's own task (`pg/lookups.rs`), never held.
 #[test]
 fn a_read_that_finds_every_connection_held_fails_within_its_wait_naming_itself() {
     let Some(cluster) = Cluster::start("pg_read_connection_wait") else { return };
@@ -54,14 +55,15 @@ fn a_read_that_finds_every_connection_held_fails_within_its_wait_naming_itself()
     create_thread(&store, "t", 1);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let (first, _) = timed(store.thread(&tid("t"))).await;
-        assert!(first.expect("a read").is_some(), "the control read before");
+        let signals = || store.signals(&tid("t"), 0, 10);
+        let (first, _) = timed(signals()).await;
+        assert!(first.expect("a read").is_empty(), "the control read before");
         // A read answered within its first poll (its thread was held up long enough for the
         // round trip, on a loaded machine) gave its connection back: another takes its place.
-        let mut held: Vec<Reading<Option<ThreadRecord>>> = Vec::with_capacity(READERS);
+        let mut held: Vec<Reading<Vec<Signal>>> = Vec::with_capacity(READERS);
         let mut answered_at_once = 0;
         while held.len() < READERS {
-            let mut reading = store.thread(&tid("t"));
+            let mut reading = signals();
             if start(&mut reading).await {
                 held.push(reading);
             } else {
@@ -69,19 +71,19 @@ fn a_read_that_finds_every_connection_held_fails_within_its_wait_naming_itself()
                 assert!(answered_at_once < 100, "every read answered at its first poll");
             }
         }
-        let (refused, took) = timed(store.thread(&tid("t"))).await;
+        let (refused, took) = timed(signals()).await;
         eprintln!("PG_READ_DEADLINE connection_wait took_ms={} {refused:?}", took.as_millis());
         let error = refused.expect_err("a read with every connection held");
         let Error::TimedOut { call, after_ms, .. } = &error else {
             panic!("not a timed-out read: {error:?}");
         };
-        assert_eq!((*call, *after_ms), ("read thread", DEADLINE.as_millis() as u64), "{error}");
+        assert_eq!((*call, *after_ms), ("read signals", DEADLINE.as_millis() as u64), "{error}");
         assert!(error.is_transient(), "{error}");
-        assert!(error.to_string().contains("read thread got no answer within 1000 ms"), "{error}");
+        assert!(error.to_string().contains("read signals got no answer within 1000 ms"), "{error}");
         assert!(took >= DEADLINE && took < DEADLINE + SLACK, "{took:?}");
         drop(held);
-        let (again, _) = timed(store.thread(&tid("t"))).await;
-        assert!(again.expect("a read once the connections are free").is_some());
+        let (again, _) = timed(signals()).await;
+        assert!(again.expect("a read once the connections are free").is_empty());
     });
 }
 

@@ -182,3 +182,63 @@ fn a_log_read_across_a_deletion_is_whole_or_unknown_never_a_gap() {
         Err(e) => panic!("a deletion read as {e}"),
     }
 }
+
+/// Reads of thread records asked at once share queries: 40 of them, through a proxy that holds
+/// each query of the readers 300 ms, are answered within a few holds (one query at a time for
+/// each of the 4 reader connections took 10), each with its own thread's record, the missing
+/// and the repeated ids too.
+#[test]
+fn thread_reads_asked_together_share_their_queries() {
+    let Some(cluster) = Cluster::start("thread_reads_asked_together") else { return };
+    let url = cluster.new_database();
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
+    for n in 0..20 {
+        create_thread(&store, &format!("t{n}"), 1);
+    }
+    let delay = Duration::from_millis(300);
+    proxy.delay_queries("cairn-reader", delay);
+    // Stored ones (each twice) and missing ones, interleaved.
+    let ids: Vec<String> = (0..40).map(|n| format!("t{}", n % 30)).collect();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let started = Instant::now();
+    let answers =
+        rt.block_on(futures::future::join_all(ids.iter().map(|id| store.thread(&tid(id)))));
+    let took = started.elapsed();
+    for (id, answer) in ids.iter().zip(answers) {
+        let record = answer.unwrap_or_else(|e| panic!("read of {id}: {e}"));
+        let stored = id[1..].parse::<u32>().unwrap() < 20;
+        assert_eq!(record.map(|r| r.id.as_str().to_owned()), stored.then(|| id.clone()), "{id}");
+    }
+    assert!(took >= delay, "the reads were held ({took:?})");
+    assert!(took < delay * 6, "40 reads took {took:?}: they did not share queries");
+}
+
+/// A thread record that does not decode fails its own read, not the reads that shared its
+/// query.
+#[test]
+fn a_damaged_thread_record_fails_its_read_alone() {
+    let Some(cluster) = Cluster::start("a_damaged_thread_record_fails_alone") else { return };
+    let url = cluster.new_database();
+    let store = PgStore::connect(&url, Durability::Immediate).expect("connect");
+    create_thread(&store, "good", 1);
+    create_thread(&store, "bad", 1);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute("UPDATE cairn_threads SET record = '\\x00ff'::bytea WHERE id = 'bad'")
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for _ in 0..3 {
+        let (good, bad, none) = rt.block_on(async {
+            futures::join!(
+                store.thread(&tid("good")),
+                store.thread(&tid("bad")),
+                store.thread(&tid("none"))
+            )
+        });
+        assert_eq!(good.unwrap().expect("stored").id.as_str(), "good");
+        assert!(matches!(bad, Err(cairn_storage::Error::Corrupted { .. })), "{bad:?}");
+        assert!(none.unwrap().is_none());
+    }
+}
