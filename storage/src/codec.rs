@@ -128,6 +128,27 @@ pub fn encode_event(event: &Event) -> Result<Vec<u8>, Error> {
     }
 }
 
+/// The record of `new` placed at `bookmark`: the bytes [`encode_event`] makes of the event
+/// it becomes, without building that event (a writer that keeps the batch, to plan it again,
+/// encodes its events from it: `pg/write.rs`).
+pub(crate) fn encode_new_event(
+    new: &crate::event::NewEvent,
+    bookmark: crate::ids::Bookmark,
+) -> Result<Vec<u8>, Error> {
+    let view = crate::event::EventView::of(new, bookmark);
+    let hint = 64
+        + new.thread.as_str().len()
+        + new.node.as_ref().map_or(0, String::len)
+        + new.summary.len()
+        + new.data.len();
+    match &new.correlation {
+        None => encode(RecordKind::Event, &view, hint),
+        Some(correlation) => {
+            encode(RecordKind::CorrelatedEvent, &(view, correlation), hint + correlation.len())
+        }
+    }
+}
+
 /// Decodes and validates an event record.
 ///
 /// # Errors
@@ -636,6 +657,36 @@ mod tests {
 
     fn event() -> Event {
         Event::sample(Bookmark { seq: Seq(1), lsn: Lsn(1), at_ms: 0 }, Vec::new())
+    }
+
+    /// A new event encoded in place is byte for byte the event it becomes, encoded: with and
+    /// without a node, a payload, data and a correlation id.
+    #[test]
+    fn a_new_event_encodes_in_place_as_the_event_it_becomes() {
+        let payload = crate::ids::PayloadRef::of(b"body");
+        for (node, payload, data, correlation) in [
+            (None, None, Vec::new(), None),
+            (Some("fetch"), None, b"{\"n\":1}".to_vec(), None),
+            (Some("fetch"), Some(payload), Vec::new(), Some("order-7")),
+            (None, None, vec![0u8; 300], Some("c")),
+        ] {
+            let new = crate::event::NewEvent {
+                thread: ThreadId::new("t-1").expect("id"),
+                kind: crate::event::EventKind::NodeCompleted,
+                node: node.map(str::to_owned),
+                status: crate::event::EventStatus::Success,
+                summary: "done".into(),
+                payload,
+                data,
+                at_ms: 1_700_000_000_123,
+                correlation: correlation.map(str::to_owned),
+            };
+            let bookmark = Bookmark { seq: Seq(7), lsn: Lsn(300), at_ms: new.at_ms };
+            let event = Event::from_new(new.clone(), bookmark.seq, bookmark.lsn);
+            let in_place = encode_new_event(&new, bookmark).expect("encode in place");
+            assert_eq!(in_place, encode_event(&event).expect("encode"), "{new:?}");
+            assert_eq!(decode_event(&in_place).expect("decode"), event);
+        }
     }
 
     #[test]

@@ -163,6 +163,38 @@ pub struct Event {
     pub correlation: Option<String>,
 }
 
+/// An [`Event`] as it serializes, borrowing its fields from the [`NewEvent`] it is made of: a
+/// stored event's bytes without a copy of the event (`codec::encode_new_event`; a test holds
+/// the two encodings equal).
+#[derive(Serialize)]
+pub(crate) struct EventView<'a> {
+    pub bookmark: Bookmark,
+    pub thread: &'a ThreadId,
+    pub kind: EventKind,
+    pub node: Option<&'a str>,
+    pub status: EventStatus,
+    pub summary: &'a str,
+    pub payload: Option<PayloadRef>,
+    #[serde(serialize_with = "crate::bytes_serde::serialize")]
+    pub data: &'a [u8],
+}
+
+impl<'a> EventView<'a> {
+    /// `new` at `bookmark`.
+    pub(crate) fn of(new: &'a NewEvent, bookmark: Bookmark) -> EventView<'a> {
+        EventView {
+            bookmark,
+            thread: &new.thread,
+            kind: new.kind,
+            node: new.node.as_deref(),
+            status: new.status,
+            summary: &new.summary,
+            payload: new.payload,
+            data: &new.data,
+        }
+    }
+}
+
 /// Checks a correlation id: 1 to [`CORRELATION_ID_BYTES_MAX`] bytes, no control characters
 /// (as [`limits::check_text`]).
 pub(crate) fn check_correlation(correlation: &str) -> Result<(), Error> {

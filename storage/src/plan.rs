@@ -14,7 +14,7 @@ use crate::codec::{self, StoredThread, table};
 use crate::correlation::CorrelationEntry;
 use crate::error::Error;
 use crate::event::Event;
-use crate::ids::{CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
+use crate::ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
 use crate::lock::LockRecord;
 use crate::lsns::SEQ_CHUNK_LEN;
 use crate::lsns::SeqChunk;
@@ -63,17 +63,21 @@ pub(crate) struct Counters {
 /// Everything one batch will write, fully encoded.
 #[derive(Default)]
 pub(crate) struct Plan {
-    /// (lsn, framed event), when the backend frames each event ([`PlanState::frames_events`]),
-    /// in the order of `log`.
-    pub(crate) events: Vec<(u64, Vec<u8>)>,
-    /// The batch's events, in lsn order (the redb log frames them in runs: `redb/log.rs`).
+    /// The batch's events framed one by one, in lsn order, when the backend frames each event
+    /// ([`PlanState::frames_events`]).
+    pub(crate) events: Vec<FramedEvent>,
+    /// The batch's events, in lsn order (the redb log frames them in runs: `redb/log.rs`); none
+    /// when they were planned from a batch the writer keeps ([`plan_kept`]).
     pub(crate) log: Vec<Event>,
     /// (correlation id, lsn, framed entry): the correlation-index entries of the batch's events
     /// that carry one, written in the same commit as the events.
     pub(crate) correlations: Vec<(String, u64, Vec<u8>)>,
     /// (thread, first seq, framed chunk): seq-index chunks the batch's events filled.
     pub(crate) chunks: Vec<(ThreadId, u64, Vec<u8>)>,
-    pub(crate) threads: BTreeMap<ThreadId, Option<StoredThread>>,
+    /// The threads the batch reads or writes, as it leaves them (`None`: not stored). Each
+    /// boxed: a map node of the records themselves (2.8 KB, allocated for every batch) made the
+    /// allocator sweep its free lists at each batch; one of boxes is a tenth of it.
+    pub(crate) threads: BTreeMap<ThreadId, Box<Option<StoredThread>>>,
     pub(crate) dirty_threads: Vec<ThreadId>,
     pub(crate) checkpoints: Vec<(CheckpointInfo, Vec<u8>, Vec<u8>)>,
     pub(crate) payloads: Vec<(PayloadRef, Vec<u8>)>,
@@ -95,18 +99,65 @@ pub(crate) struct Plan {
     pub(crate) queue_writes: crate::plan_queue::QueueWrites,
 }
 
+/// An event's record, framed, and where it sits.
+pub(crate) struct FramedEvent {
+    pub(crate) thread: ThreadId,
+    pub(crate) seq: u64,
+    pub(crate) lsn: u64,
+    pub(crate) framed: Vec<u8>,
+}
+
+/// A batch's events, as the planner is given them.
+enum Events<'e> {
+    /// Its own: moved into the plan's log.
+    Owned(Vec<crate::event::NewEvent>),
+    /// Those of a batch the writer keeps (to plan it again in another transaction): only
+    /// encoded, never copied.
+    Kept(&'e [crate::event::NewEvent]),
+}
+
+/// [`plan`] for a batch the writer keeps (PostgreSQL's, which plans a group again when its
+/// transaction meets another writer): `batch` is the batch without its events, which are
+/// `events`, read in place and encoded straight into frames (the backend must frame each
+/// event); the plan's log stays empty.
+///
+/// # Errors
+/// As [`plan`].
+pub(crate) fn plan_kept(
+    tables: &mut impl PlanState,
+    counters: Counters,
+    batch: Batch,
+    events: &[crate::event::NewEvent],
+) -> Result<Plan, Error> {
+    assert!(tables.frames_events(), "a kept batch is planned for a backend that frames each event");
+    assert!(batch.events.is_empty(), "a kept batch's events are given apart");
+    plan_events(tables, counters, batch, Events::Kept(events))
+}
+
 /// Checks `batch` against the state in `tables` and prepares its writes.
 pub(crate) fn plan(
     tables: &mut impl PlanState,
     counters: Counters,
     mut batch: Batch,
 ) -> Result<Plan, Error> {
+    let events = Events::Owned(std::mem::take(&mut batch.events));
+    plan_events(tables, counters, batch, events)
+}
+
+/// [`plan`] of `batch`, whose events are `events`.
+fn plan_events(
+    tables: &mut impl PlanState,
+    counters: Counters,
+    mut batch: Batch,
+    events: Events<'_>,
+) -> Result<Plan, Error> {
+    let len = match &events {
+        Events::Owned(events) => events.len(),
+        Events::Kept(events) => events.len(),
+    };
     let mut plan = Plan {
-        log: Vec::with_capacity(batch.events.len()),
-        appended: Appended {
-            bookmarks: Vec::with_capacity(batch.events.len()),
-            ..Appended::default()
-        },
+        log: Vec::with_capacity(if matches!(events, Events::Owned(_)) { len } else { 0 }),
+        appended: Appended { bookmarks: Vec::with_capacity(len), ..Appended::default() },
         counters,
         wakes: std::mem::take(&mut batch.wakes),
         ..Plan::default()
@@ -122,8 +173,17 @@ pub(crate) fn plan(
         *slot = Some(merge_upsert(upsert, slot.take()));
         mark_dirty(&mut plan.dirty_threads, &id);
     }
-    for new in batch.events {
-        plan.event(tables, new)?;
+    match events {
+        Events::Owned(events) => {
+            for new in events {
+                plan.event(tables, new)?;
+            }
+        }
+        Events::Kept(events) => {
+            for new in events {
+                plan.kept_event(tables, new)?;
+            }
+        }
     }
     for new in batch.checkpoints {
         plan.checkpoint(tables, new)?;
@@ -163,26 +223,54 @@ impl Plan {
         tables: &mut impl PlanState,
         new: crate::event::NewEvent,
     ) -> Result<(), Error> {
-        let id = new.thread.clone();
-        let Some(stored) = thread_in(&mut self.threads, tables, &id)? else {
-            return Err(Error::UnknownThread(id));
+        let bookmark = self.place(tables, &new.thread, new.at_ms)?;
+        let event = Event::from_new(new, bookmark.seq, bookmark.lsn);
+        if tables.frames_events() {
+            let framed = codec::encode_event(&event)?;
+            self.events.push(FramedEvent::at(&event.thread, bookmark, framed));
+        }
+        if let Some(correlation) = &event.correlation {
+            self.correlate(correlation, &event.thread, bookmark)?;
+        }
+        self.log.push(event);
+        Ok(())
+    }
+
+    /// [`Plan::event`] of an event read in place ([`plan_kept`]): framed, not kept.
+    fn kept_event(
+        &mut self,
+        tables: &mut impl PlanState,
+        new: &crate::event::NewEvent,
+    ) -> Result<(), Error> {
+        let bookmark = self.place(tables, &new.thread, new.at_ms)?;
+        let framed = codec::encode_new_event(new, bookmark)?;
+        self.events.push(FramedEvent::at(&new.thread, bookmark, framed));
+        if let Some(correlation) = &new.correlation {
+            self.correlate(correlation, &new.thread, bookmark)?;
+        }
+        Ok(())
+    }
+
+    /// The bookmark of the next event of thread `id` (its next seq, the next lsn, `at_ms`),
+    /// taken: the thread's record and seq-index tail move past it.
+    fn place(
+        &mut self,
+        tables: &mut impl PlanState,
+        id: &ThreadId,
+        at_ms: u64,
+    ) -> Result<Bookmark, Error> {
+        let Some(stored) = thread_in(&mut self.threads, tables, id)? else {
+            return Err(Error::UnknownThread(id.clone()));
         };
         let seq = match stored.record.last {
             None => stored.record.first_seq.0,
-            Some(b) => b.seq.0.checked_add(1).ok_or_else(|| exhausted("seq", Some(&id)))?,
+            Some(b) => b.seq.0.checked_add(1).ok_or_else(|| exhausted("seq", Some(id)))?,
         };
         self.counters.last_lsn =
             self.counters.last_lsn.checked_add(1).ok_or_else(|| exhausted("lsn", None))?;
         let lsn = self.counters.last_lsn;
-        let event = Event::from_new(new, Seq(seq), Lsn(lsn));
-        if tables.frames_events() {
-            self.events.push((lsn, codec::encode_event(&event)?));
-        }
-        if let Some(correlation) = &event.correlation {
-            let entry = CorrelationEntry::of_event(&event, correlation.clone());
-            self.correlations.push((correlation.clone(), lsn, codec::encode_correlation(&entry)?));
-        }
-        stored.record.last = Some(event.bookmark);
+        let bookmark = Bookmark { seq: Seq(seq), lsn: Lsn(lsn), at_ms };
+        stored.record.last = Some(bookmark);
         stored.tail.push(lsn);
         if stored.tail.len() >= SEQ_CHUNK_LEN {
             // The tail is full: it becomes a chunk of the seq index, written once.
@@ -191,9 +279,28 @@ impl Plan {
             let chunk = SeqChunk { thread: id.clone(), first_seq, lsns };
             self.chunks.push((id.clone(), first_seq, codec::encode_seq_chunk(&chunk)?));
         }
-        self.appended.bookmarks.push(event.bookmark);
-        self.log.push(event);
-        mark_dirty(&mut self.dirty_threads, &id);
+        self.appended.bookmarks.push(bookmark);
+        mark_dirty(&mut self.dirty_threads, id);
+        Ok(bookmark)
+    }
+
+    /// The correlation-index entry of the event of `thread` at `bookmark` carrying
+    /// `correlation`.
+    fn correlate(
+        &mut self,
+        correlation: &str,
+        thread: &ThreadId,
+        bookmark: Bookmark,
+    ) -> Result<(), Error> {
+        let entry = CorrelationEntry {
+            correlation: correlation.to_owned(),
+            lsn: bookmark.lsn.0,
+            thread: thread.clone(),
+            seq: bookmark.seq.0,
+            at_ms: bookmark.at_ms,
+        };
+        let framed = codec::encode_correlation(&entry)?;
+        self.correlations.push((entry.correlation, bookmark.lsn.0, framed));
         Ok(())
     }
 
@@ -233,6 +340,12 @@ impl Plan {
     }
 }
 
+impl FramedEvent {
+    fn at(thread: &ThreadId, bookmark: Bookmark, framed: Vec<u8>) -> FramedEvent {
+        FramedEvent { thread: thread.clone(), seq: bookmark.seq.0, lsn: bookmark.lsn.0, framed }
+    }
+}
+
 /// A counter read from the file is at `u64::MAX`: only damage gets it there (2^64 appends will not
 /// happen), so it is reported as corruption rather than wrapped.
 pub(crate) fn exhausted(counter: &str, thread: Option<&ThreadId>) -> Error {
@@ -264,13 +377,15 @@ where
 /// The thread `id` as the plan's `threads` hold it, read from `tables` (and kept) the first
 /// time: one search of the map (an id's clone is a reference counted).
 fn thread_in<'t>(
-    threads: &'t mut BTreeMap<ThreadId, Option<StoredThread>>,
+    threads: &'t mut BTreeMap<ThreadId, Box<Option<StoredThread>>>,
     tables: &mut impl PlanState,
     id: &ThreadId,
 ) -> Result<&'t mut Option<StoredThread>, Error> {
     Ok(match threads.entry(id.clone()) {
         std::collections::btree_map::Entry::Occupied(held) => held.into_mut(),
-        std::collections::btree_map::Entry::Vacant(slot) => slot.insert(tables.stored_thread(id)?),
+        std::collections::btree_map::Entry::Vacant(slot) => {
+            slot.insert(Box::new(tables.stored_thread(id)?))
+        }
     })
 }
 
@@ -407,7 +522,7 @@ impl Plan {
 
     pub(crate) fn set_thread(&mut self, id: ThreadId, stored: StoredThread) {
         mark_dirty(&mut self.dirty_threads, &id);
-        self.threads.insert(id, Some(stored));
+        self.threads.insert(id, Box::new(Some(stored)));
     }
 
     fn lock(

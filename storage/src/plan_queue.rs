@@ -403,7 +403,8 @@ impl Plan {
             .dirty_threads
             .iter()
             .filter(|id| {
-                matches!(self.threads.get(*id), Some(Some(s)) if s.record.status.is_terminal())
+                let stored = self.threads.get(*id).and_then(|s| s.as_ref().as_ref());
+                stored.is_some_and(|s| s.record.status.is_terminal())
             })
             .cloned()
             .collect();

@@ -1,7 +1,8 @@
 //! A group of appends in a few statements: the rows the group's batches read are fetched in
-//! one query each (threads, locks), every batch is planned in memory against them (each sees
-//! the batches before it), and what the group writes goes in one statement per table (events
-//! and threads through `unnest` of arrays), whatever the number of batches.
+//! one query each (threads, locks, queue memberships), sent with the transaction's BEGIN in its
+//! first round trip ([`begin`]); every batch is planned in memory against them (each sees the
+//! batches before it), and what the group writes goes in one statement per table (events and
+//! threads through `unnest` of arrays), whatever the number of batches.
 //!
 //! A batch the planner refuses (a guard, a lock, a lease) writes nothing and needs no savepoint:
 //! nothing of it reached the database. A statement that fails fails the whole group, as before.
@@ -27,26 +28,29 @@ use crate::batch::{Appended, Batch, LockOp};
 use crate::checkpoint::CheckpointInfo;
 use crate::codec::{self, StoredThread};
 use crate::error::Error;
+use crate::event::NewEvent;
 use crate::ids::{PayloadRef, ThreadId};
 use crate::lock::LockRecord;
-use crate::plan::{Counters, Plan, PlanState, plan};
+use crate::plan::{Counters, Plan, PlanState, plan_kept};
 
-/// Plans and writes `batches` (in order) in the group's transaction: each batch's outcome, or
-/// the error that fails the whole group.
+/// A batch to plan: its parts but the events (the writer's copy for this transaction, changed
+/// to the database's clock), and the events of the batch the writer keeps.
+pub(super) type Kept<'e> = (Batch, &'e [NewEvent]);
+
+/// Plans and writes `batches` (in order) in the group's transaction, against the rows `state`
+/// holds (fetched by [`begin`]): each batch's outcome, or the error that fails the whole group.
 ///
 /// # Errors
 /// A failed statement (the group's transaction is then lost).
 pub(super) fn append_all(
-    tx: &mut Tx<'_, '_>,
-    xid: i64,
+    mut state: Cached<'_, '_, '_>,
     counters: &mut Counters,
-    batches: Vec<Batch>,
+    batches: Vec<Kept<'_>>,
 ) -> Result<Vec<Result<Appended, Error>>, Error> {
-    let mut state = Cached::prefetch(tx, xid, &batches)?;
     let mut writes = Writes::default();
     let mut outcomes = Vec::with_capacity(batches.len());
-    for batch in batches {
-        match plan(&mut state, *counters, batch) {
+    for (batch, events) in batches {
+        match plan_kept(&mut state, *counters, batch, events) {
             Ok(planned) => {
                 *counters = planned.counters;
                 outcomes.push(Ok(planned.appended.clone()));
@@ -59,9 +63,143 @@ pub(super) fn append_all(
             Err(refused) => outcomes.push(Err(refused)),
         }
     }
-    writes.write(state.tx, xid, &state.before(), &state.threads, &state.locks)?;
+    writes.write(state.tx, state.xid, &state.before(), &state.threads, &state.locks)?;
     super::queues::write(state.tx, &writes.queues)?;
     Ok(outcomes)
+}
+
+/// The database's clock and the transaction's id (`txid_current` rather than
+/// `pg_current_xact_id` keeps PostgreSQL 12).
+const CLOCK_SQL: &str =
+    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, txid_current()";
+
+/// The thread rows a group's batches name, locked in the order of their ids.
+const THREADS_SQL: &str =
+    "SELECT id, record, last_xid FROM cairn_threads WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+
+/// The lock rows a group's batches name, and those of the owners they release, locked in the
+/// order of their names.
+const LOCKS_SQL: &str = "SELECT name, record, owner FROM cairn_locks \
+                         WHERE name = ANY($1) OR owner = ANY($2) ORDER BY name FOR UPDATE";
+
+/// A group's transaction, begun.
+pub(super) struct Begun<'t, 'a, 'b> {
+    /// The database's clock in ms since the epoch: the one clock every engine sharing the
+    /// database agrees on.
+    pub now_ms: u64,
+    /// The transaction's id: its lsns and checkpoint ids come from it (`xid.rs`), and a COMMIT
+    /// that got no answer is resolved by it.
+    pub xid: i64,
+    /// The rows the group's appends read, fetched and locked.
+    pub rows: Cached<'t, 'a, 'b>,
+}
+
+/// Begins the group's transaction and reads (and locks) the rows `batches` name: BEGIN, the
+/// database's clock and the transaction's id, then one query for each kind of row named
+/// (threads by id, then locks by name, then the queue memberships of the threads the batches
+/// end), all sent before the first answer is waited for: one round trip. A later statement of
+/// a failed one fails too (the transaction is aborted): the first error, in their order, is
+/// returned.
+///
+/// # Errors
+/// A failed statement; a row another writer changed after this transaction began
+/// ([`Conflict`]); a damaged row.
+pub(super) fn begin<'t, 'a, 'b>(
+    tx: &'t mut Tx<'a, 'b>,
+    batches: &[&Batch],
+) -> Result<Begun<'t, 'a, 'b>, Error> {
+    let named = Named::of(batches);
+    let ids: Vec<&str> = named.ids.into_iter().collect();
+    let names: Vec<&str> = named.names.into_iter().collect();
+    let owners: Vec<&str> = named.owners.into_iter().collect();
+    let ending: Vec<&str> = named.ending.into_iter().collect();
+    let clock = tx.prepared(CLOCK_SQL).map_err(pg_error("begin"))?;
+    let threads =
+        prepared_if(tx, !ids.is_empty(), THREADS_SQL).map_err(pg_error("read threads"))?;
+    let locks = prepared_if(tx, !names.is_empty() || !owners.is_empty(), LOCKS_SQL)
+        .map_err(pg_error("read locks"))?;
+    let members = prepared_if(tx, !ending.is_empty(), super::queues::MEMBERS_SQL)
+        .map_err(pg_error("read queue members"))?;
+    let client = tx.client;
+    let (thread_params, lock_params, member_params) =
+        ([&ids as _], [&names as _, &owners as _], [&ending as _]);
+    let (began, clock, threads, locks, members) = client.wait(async {
+        futures::join!(
+            client.batch_execute("BEGIN"),
+            client.query_opt(&clock, &[]),
+            rows_of(client, threads.as_ref(), &thread_params),
+            rows_of(client, locks.as_ref(), &lock_params),
+            rows_of(client, members.as_ref(), &member_params),
+        )
+    });
+    began.map_err(pg_error("begin"))?;
+    let clock = clock.map_err(pg_error("begin"))?.ok_or(Error::Closed)?;
+    let (now_ms, xid) = (super::from_db(clock.get(0))?, clock.get(1));
+    let threads = threads.map_err(pg_error("read threads"))?;
+    let locks = locks.map_err(pg_error("read locks"))?;
+    let members = members.map_err(pg_error("read queue members"))?;
+    let mut rows = Cached::fresh(tx, xid);
+    rows.take_threads(&ids, &threads)?;
+    rows.take_locks(&names, &owners, &locks)?;
+    super::queues::take_members(&mut rows.queues, &ending, &members)?;
+    Ok(Begun { now_ms, xid, rows })
+}
+
+/// `sql` prepared, if it is `wanted`.
+fn prepared_if(
+    tx: &mut Tx<'_, '_>,
+    wanted: bool,
+    sql: &'static str,
+) -> Result<Option<tokio_postgres::Statement>, tokio_postgres::Error> {
+    wanted.then(|| tx.prepared(sql)).transpose()
+}
+
+/// The rows of `statement` run with `params`; none if there is no statement.
+async fn rows_of(
+    client: &tokio_postgres::Client,
+    statement: Option<&tokio_postgres::Statement>,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+    match statement {
+        Some(statement) => client.query(statement, params).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The rows a group's batches read: thread ids, lock names, the owners whose locks they release,
+/// and the threads they end (each leaves its queue, if it is in one: `plan_queue.rs`).
+#[derive(Default)]
+struct Named<'b> {
+    ids: BTreeSet<&'b str>,
+    names: BTreeSet<&'b str>,
+    owners: BTreeSet<&'b str>,
+    ending: BTreeSet<&'b str>,
+}
+
+impl<'b> Named<'b> {
+    fn of(batches: &[&'b Batch]) -> Self {
+        let mut named = Named::default();
+        for b in batches.iter().copied() {
+            named.ids.extend(b.all_guards().map(|g| g.thread().as_str()));
+            named.ids.extend(b.threads.iter().map(|t| t.id.as_str()));
+            named.ids.extend(b.events.iter().map(|e| e.thread.as_str()));
+            named.ids.extend(b.checkpoints.iter().map(|c| c.thread.as_str()));
+            named.ids.extend(b.all_leases().map(|l| l.thread().as_str()));
+            named.ids.extend(b.signals.iter().map(|s| s.thread.as_str()));
+            named.ids.extend(b.copied_signals.iter().map(|s| s.thread.as_str()));
+            for op in &b.locks {
+                match op {
+                    LockOp::Acquire { name, .. }
+                    | LockOp::Renew { name, .. }
+                    | LockOp::Release { name, .. } => named.names.insert(name.as_str()),
+                    LockOp::ReleaseAll { owner } => named.owners.insert(owner.as_str()),
+                };
+            }
+            let ended = b.threads.iter().filter(|t| t.status.is_terminal());
+            named.ending.extend(ended.map(|t| t.id.as_str()));
+        }
+        named
+    }
 }
 
 /// The rows the group's batches read, as the batches before have left them (read and locked
@@ -107,83 +245,46 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
         }
     }
 
-    /// Reads and locks the threads and locks `batches` name, in one query each.
-    fn prefetch(tx: &'t mut Tx<'a, 'b>, xid: i64, batches: &[Batch]) -> Result<Self, Error> {
-        let mut ids = BTreeSet::new();
-        let (mut names, mut owners, mut ending) =
-            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-        for b in batches {
-            ids.extend(b.all_guards().map(|g| g.thread().as_str()));
-            ids.extend(b.threads.iter().map(|t| t.id.as_str()));
-            ids.extend(b.events.iter().map(|e| e.thread.as_str()));
-            ids.extend(b.checkpoints.iter().map(|c| c.thread.as_str()));
-            ids.extend(b.all_leases().map(|l| l.thread().as_str()));
-            ids.extend(b.signals.iter().map(|s| s.thread.as_str()));
-            ids.extend(b.copied_signals.iter().map(|s| s.thread.as_str()));
-            for op in &b.locks {
-                match op {
-                    LockOp::Acquire { name, .. }
-                    | LockOp::Renew { name, .. }
-                    | LockOp::Release { name, .. } => names.insert(name.as_str()),
-                    LockOp::ReleaseAll { owner } => owners.insert(owner.as_str()),
-                };
-            }
-            // Threads a batch ends: each leaves its queue, if it is in one (`plan_queue.rs`).
-            let ended = b.threads.iter().filter(|t| t.status.is_terminal());
-            ending.extend(ended.map(|t| t.id.as_str()));
+    /// Takes in the thread rows [`THREADS_SQL`] read for `ids` (an id without a row is not
+    /// stored), each checked against the transaction's id.
+    fn take_threads(&mut self, ids: &[&str], rows: &[tokio_postgres::Row]) -> Result<(), Error> {
+        for id in ids {
+            self.threads.insert(ThreadId::new(*id)?, None);
         }
-        let mut state = Cached::fresh(tx, xid);
-        let ids: Vec<&str> = ids.into_iter().collect();
-        for id in &ids {
-            state.threads.insert(ThreadId::new(*id)?, None);
+        for row in rows {
+            let id = ThreadId::new(row.get::<_, &str>(0))?;
+            Conflict::check(id.as_str(), row.get(2), self.xid)?;
+            let record = decode_thread(&id, row.get(1))?;
+            self.stored_threads.insert(id.clone(), record.labels.clone());
+            self.threads.insert(id, Some(StoredThread { record, tail: Vec::new() }));
         }
-        if !ids.is_empty() {
-            let rows = state
-                .tx
-                .query(
-                    "SELECT id, record, last_xid FROM cairn_threads WHERE id = ANY($1) \
-                     ORDER BY id FOR UPDATE",
-                    &[&ids],
-                )
-                .map_err(pg_error("read threads"))?;
-            for row in rows {
-                let id = ThreadId::new(row.get::<_, &str>(0))?;
-                Conflict::check(id.as_str(), row.get(2), xid)?;
-                let record = decode_thread(&id, row.get(1))?;
-                state.stored_threads.insert(id.clone(), record.labels.clone());
-                state.threads.insert(id, Some(StoredThread { record, tail: Vec::new() }));
-            }
+        Ok(())
+    }
+
+    /// Takes in the lock rows [`LOCKS_SQL`] read for `names` and `owners` (a name without a
+    /// row is not held).
+    fn take_locks(
+        &mut self,
+        names: &[&str],
+        owners: &[&str],
+        rows: &[tokio_postgres::Row],
+    ) -> Result<(), Error> {
+        for name in names {
+            self.locks.insert((*name).to_owned(), None);
         }
-        if !names.is_empty() || !owners.is_empty() {
-            let (names, owners): (Vec<&str>, Vec<&str>) =
-                (names.into_iter().collect(), owners.into_iter().collect());
-            for name in &names {
-                state.locks.insert((*name).to_owned(), None);
-            }
-            for owner in &owners {
-                state.owners.insert((*owner).to_owned(), Vec::new());
-            }
-            let rows = state
-                .tx
-                .query(
-                    "SELECT name, record, owner FROM cairn_locks \
-                     WHERE name = ANY($1) OR owner = ANY($2) ORDER BY name FOR UPDATE",
-                    &[&names, &owners],
-                )
-                .map_err(pg_error("read locks"))?;
-            for row in rows {
-                let name: &str = row.get(0);
-                let lock = decode_lock(name, row.get(1))?;
-                if let Some(held) = state.owners.get_mut(row.get::<_, &str>(2)) {
-                    held.push(name.to_owned());
-                }
-                state.stored_locks.insert(name.to_owned());
-                state.locks.insert(name.to_owned(), Some(lock));
-            }
+        for owner in owners {
+            self.owners.insert((*owner).to_owned(), Vec::new());
         }
-        let ending: Vec<&str> = ending.into_iter().collect();
-        super::queues::prefetch_members(state.tx, &mut state.queues, &ending)?;
-        Ok(state)
+        for row in rows {
+            let name: &str = row.get(0);
+            let lock = decode_lock(name, row.get(1))?;
+            if let Some(held) = self.owners.get_mut(row.get::<_, &str>(2)) {
+                held.push(name.to_owned());
+            }
+            self.stored_locks.insert(name.to_owned());
+            self.locks.insert(name.to_owned(), Some(lock));
+        }
+        Ok(())
     }
 
     /// Which rows were stored before the group.
@@ -195,7 +296,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
     fn absorb(&mut self, planned: &Plan) {
         for (id, stored) in &planned.threads {
             // The seq-index tail is redb's; a thread is stored here without one.
-            let stored = stored
+            let stored = (**stored)
                 .as_ref()
                 .map(|s| StoredThread { record: s.record.clone(), tail: Vec::new() });
             self.threads.insert(id.clone(), stored);
@@ -362,8 +463,8 @@ struct Writes {
 
 impl Writes {
     fn add(&mut self, planned: Plan) -> Result<(), Error> {
-        for ((lsn, framed), event) in planned.events.into_iter().zip(&planned.log) {
-            self.events.push(&event.thread, event.bookmark.seq.0, lsn, framed)?;
+        for event in planned.events {
+            self.events.push(&event.thread, event.seq, event.lsn, event.framed)?;
         }
         for id in &planned.dirty_threads {
             let hint = super::wake::hint_for(&planned.wakes, id);

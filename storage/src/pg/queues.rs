@@ -128,24 +128,19 @@ impl QueueCache {
     }
 }
 
-/// Reads and locks, in one query, the queue memberships of `threads` (those a group's batches
-/// end, each of which leaves its queue if it is in one): the planner then finds them in the
-/// cache instead of asking for each ended thread (most are in no queue).
-pub(crate) fn prefetch_members(
-    tx: &mut Tx<'_, '_>,
+/// Reads and locks the queue memberships of `$1`, the threads a group's batches end (each
+/// leaves its queue if it is in one), in one query sent with the group's first ones
+/// (`group.rs`): the planner then finds them in the cache ([`take_members`]) instead of asking
+/// for each ended thread (most are in no queue).
+pub(crate) const MEMBERS_SQL: &str = "SELECT thread, record FROM cairn_queue_members WHERE thread = ANY($1) ORDER BY thread FOR UPDATE";
+
+/// Takes into `cache` the memberships of `threads` that [`MEMBERS_SQL`] read (`rows`): a
+/// thread without a row is in no queue.
+pub(crate) fn take_members(
     cache: &mut QueueCache,
     threads: &[&str],
+    rows: &[tokio_postgres::Row],
 ) -> Result<(), Error> {
-    if threads.is_empty() {
-        return Ok(());
-    }
-    let rows = tx
-        .query(
-            "SELECT thread, record FROM cairn_queue_members WHERE thread = ANY($1) \
-             ORDER BY thread FOR UPDATE",
-            &[&threads],
-        )
-        .map_err(pg_error("read queue members"))?;
     for t in threads {
         cache.members.insert(ThreadId::new(*t)?, None);
     }

@@ -23,7 +23,7 @@ use super::pool::{Connect, Driver, Link as Client};
 use super::read::decode_info;
 use super::tx::{Statements, Tx};
 use super::xid::{self, IDS_PER_TRANSACTION};
-use super::{from_db, pg_error, to_db};
+use super::{pg_error, to_db};
 use crate::batch::{Batch, Pruned};
 use crate::checkpoint::CheckpointInfo;
 use crate::codec;
@@ -38,7 +38,7 @@ use crate::request::{Answer, Outcome, Request};
 use crate::telemetry::{GroupFigures, StoreMetrics};
 
 /// Requests waiting for the writer, at most (a caller waits while the queue is full: an async
-/// caller suspended, [`Writer::queue`]).
+/// caller suspended, [`Writer::append_async`]).
 const QUEUED_OPS_MAX: usize = 1024;
 
 /// How long the writer waits for a connection it suspects to answer a check.
@@ -114,7 +114,7 @@ impl Writer {
     /// a task of the store's runtime waits for room in its stead, and the write's answer
     /// comes as ever (`Closed` if the writer stopped meanwhile). Writes left to wait so are
     /// queued in no promised order among themselves: a caller that needs its writes in order
-    /// awaits each [`Writer::queue`]. Once the database has not answered for a while
+    /// awaits each [`Writer::append_async`]. Once the database has not answered for a while
     /// ([`waited_out`]), `op` is refused at once with [`Error::Unavailable`] naming why.
     pub fn send(&self, op: Write) -> Result<(), Error> {
         if let Some(e) = waited_out(&self.metrics) {
@@ -137,23 +137,23 @@ impl Writer {
         }
     }
 
-    /// Queues `op`, suspended (never blocking its thread) while the queue is full; the
-    /// queue's room is handed out in the order it was waited for. Refused
-    /// ([`Error::Unavailable`]) once the database has not answered for a while
-    /// ([`waited_out`]), as [`Writer::send`] is.
-    pub fn queue(&self, op: Write) -> impl Future<Output = Result<(), Error>> + Send + 'static {
-        let queued = match waited_out(&self.metrics) {
-            Some(e) => Err(e),
-            None => match self.ops.try_send(op) {
-                Ok(()) => Ok(None),
-                Err(TrySendError::Closed(_)) => Err(Error::Closed),
-                Err(TrySendError::Full(op)) => Ok(Some((self.ops.clone(), op))),
-            },
-        };
-        async move {
-            match queued? {
-                None => Ok(()),
-                Some((ops, op)) => ops.send(op).await.map_err(|_| Error::Closed),
+    /// Queues `op` now if the queue has room (`None`); else the future that queues it,
+    /// suspended (never blocking its thread) until there is room, which is handed out in the
+    /// order it was waited for. Refused ([`Error::Unavailable`]) once the database has not
+    /// answered for a while ([`waited_out`]), as [`Writer::send`] is.
+    fn queue(
+        &self,
+        op: Write,
+    ) -> Result<Option<impl Future<Output = Result<(), Error>> + Send + 'static>, Error> {
+        if let Some(e) = waited_out(&self.metrics) {
+            return Err(e);
+        }
+        match self.ops.try_send(op) {
+            Ok(()) => Ok(None),
+            Err(TrySendError::Closed(_)) => Err(Error::Closed),
+            Err(TrySendError::Full(op)) => {
+                let ops = self.ops.clone();
+                Ok(Some(async move { ops.send(op).await.map_err(|_| Error::Closed) }))
             }
         }
     }
@@ -171,11 +171,15 @@ impl Writer {
             return Reading::ready(Err(e));
         }
         let (tx, rx) = oneshot::channel();
-        let queued = self.queue(Write::Append(batch, tx));
-        Reading::later(async move {
-            queued.await?;
-            Ok(Pending::new(rx))
-        })
+        match self.queue(Write::Append(batch, tx)) {
+            // Queued at once (the queue has room): no future to allocate.
+            Ok(None) => Reading::ready(Ok(Pending::new(rx))),
+            Ok(Some(queued)) => Reading::later(async move {
+                queued.await?;
+                Ok(Pending::new(rx))
+            }),
+            Err(e) => Reading::ready(Err(e)),
+        }
     }
 }
 
@@ -453,6 +457,44 @@ fn wrote_events(xid: i64, last_lsn: u64) -> bool {
     xid::base(xid).is_ok_and(|base| last_lsn > base)
 }
 
+/// Begins the group's transaction ([`super::group::begin`]) and plans and writes its
+/// appends together ([`super::group::append_all`]), their outcomes into `done`: the
+/// transaction's id, and the counters after the appends.
+fn begin_with_appends(
+    tx: &mut Tx<'_, '_>,
+    requests: &[Request],
+    done: &mut Attempt,
+) -> Result<(i64, Counters), Error> {
+    let mut appends = Vec::new();
+    let mut batches = Vec::new();
+    for (i, request) in requests.iter().enumerate() {
+        if let Request::Append(batch) = request {
+            appends.push(i);
+            batches.push(batch);
+        }
+    }
+    let begun = super::group::begin(tx, &batches)?;
+    let base = xid::base(begun.xid)?;
+    let mut counters = Counters { last_lsn: base, last_checkpoint_id: base };
+    if batches.is_empty() {
+        return Ok((begun.xid, counters));
+    }
+    // Each attempt plans a copy of each batch but its events (changed to the database's
+    // clock), and reads the events where they are: the requests are kept whole, for an
+    // attempt after this one, and no event is copied.
+    let kept = batches.iter().map(|batch| {
+        let mut planned = without_events(batch);
+        on_database_clock(&mut planned, begun.now_ms);
+        (planned, batch.events.as_slice())
+    });
+    let xid = begun.xid;
+    let planned = super::group::append_all(begun.rows, &mut counters, kept.collect())?;
+    for (i, r) in appends.into_iter().zip(planned) {
+        done.outcomes[i] = Some(r.map(Outcome::Append));
+    }
+    Ok((xid, counters))
+}
+
 /// Runs `requests` in one transaction: appends planned and written together, then each other
 /// request in a savepoint. `Err` when the transaction failed (its outcomes so far stay in
 /// `done`, for the requests that failed on their own terms; the caller rolls it back).
@@ -465,25 +507,8 @@ fn attempt(
 ) -> Result<(), Error> {
     done.outcomes.resize_with(requests.len(), || None);
     let mut tx = Tx { client, cache };
-    let (db_now_ms, xid) = begin(&mut tx)?;
+    let (xid, counters) = begin_with_appends(&mut tx, requests, done)?;
     let base = xid::base(xid)?;
-    let mut counters = Counters { last_lsn: base, last_checkpoint_id: base };
-    let mut appends = Vec::new();
-    let mut batches = Vec::new();
-    for (i, request) in requests.iter().enumerate() {
-        if let Request::Append(batch) = request {
-            let mut batch = batch.clone();
-            on_database_clock(&mut batch, db_now_ms);
-            appends.push(i);
-            batches.push(batch);
-        }
-    }
-    if !batches.is_empty() {
-        let planned = super::group::append_all(&mut tx, xid, &mut counters, batches)?;
-        for (i, r) in appends.into_iter().zip(planned) {
-            done.outcomes[i] = Some(r.map(Outcome::Append));
-        }
-    }
     // A request alone in its group needs no savepoint: if it fails, nothing of it commits.
     let alone = requests.len() == 1;
     for (i, request) in requests.iter().enumerate() {
@@ -585,6 +610,38 @@ fn ids(write: &Write) -> u64 {
     }
 }
 
+/// A copy of `batch` without its events.
+fn without_events(batch: &Batch) -> Batch {
+    let Batch {
+        events: _,
+        threads,
+        checkpoints,
+        payloads,
+        locks,
+        leases,
+        guards,
+        runner,
+        wakes,
+        signals,
+        copied_signals,
+        queues,
+    } = batch;
+    Batch {
+        events: Vec::new(),
+        threads: threads.clone(),
+        checkpoints: checkpoints.clone(),
+        payloads: payloads.clone(),
+        locks: locks.clone(),
+        leases: leases.clone(),
+        guards: guards.clone(),
+        runner: runner.clone(),
+        wakes: wakes.clone(),
+        signals: signals.clone(),
+        copied_signals: copied_signals.clone(),
+        queues: queues.clone(),
+    }
+}
+
 /// Leases and resource locks are timed by the database's clock, never by an engine's: an
 /// expiry and every check against it use `now_ms` (so an engine whose clock runs ahead cannot
 /// take over a live lease or lock, nor one whose clock lags keep a dead one).
@@ -613,24 +670,6 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
             *t = now_ms;
         }
     }
-}
-
-/// The database's clock in ms since the epoch (the one clock every engine sharing the database
-/// agrees on) and the transaction's id, which it takes now (its lsns and checkpoint ids, and
-/// by which a COMMIT that got no answer is resolved; `txid_current` rather than
-/// `pg_current_xact_id` keeps PostgreSQL 12): one round trip.
-fn begin(tx: &mut Tx<'_, '_>) -> Result<(u64, i64), Error> {
-    let clock = tx
-        .prepared("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, txid_current()")
-        .map_err(pg_error("begin"))?;
-    // BEGIN and the first statement in one round trip.
-    let (began, row) = tx.client.wait(futures::future::join(
-        tx.client.batch_execute("BEGIN"),
-        tx.client.query_opt(&clock, &[]),
-    ));
-    began.map_err(pg_error("begin"))?;
-    let row = row.map_err(pg_error("begin"))?.ok_or(Error::Closed)?;
-    Ok((from_db(row.get(0))?, row.get(1)))
 }
 
 /// Writes locks as they now stand: `None` removes one. A lock not in `stored` (the rows the

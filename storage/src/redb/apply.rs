@@ -45,7 +45,7 @@ pub(crate) fn apply(
     }
     // Written once per group, before the commit (`Tables::write_staged_threads`).
     for id in std::mem::take(&mut plan.dirty_threads) {
-        if let Some(Some(stored)) = plan.threads.remove(&id) {
+        if let Some(Some(stored)) = plan.threads.remove(&id).map(|s| *s) {
             tables.stage_thread(id, stored);
         }
     }
