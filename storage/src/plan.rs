@@ -67,7 +67,7 @@ pub(crate) struct Plan {
     /// ([`PlanState::frames_events`]).
     pub(crate) events: Vec<FramedEvent>,
     /// The batch's events, in lsn order (the redb log frames them in runs: `redb/log.rs`); none
-    /// when they were planned from a batch the writer keeps ([`plan_kept`]).
+    /// when they were planned from a batch the writer keeps (`plan_kept`).
     pub(crate) log: Vec<Event>,
     /// (correlation id, lsn, framed entry): the correlation-index entries of the batch's events
     /// that carry one, written in the same commit as the events.
@@ -100,6 +100,10 @@ pub(crate) struct Plan {
 }
 
 /// An event's record, framed, and where it sits.
+#[cfg_attr(
+    not(feature = "postgres"),
+    expect(dead_code, reason = "only the PostgreSQL backend writes events framed one by one")
+)]
 pub(crate) struct FramedEvent {
     pub(crate) thread: ThreadId,
     pub(crate) seq: u64,
@@ -113,6 +117,10 @@ enum Events<'e> {
     Owned(Vec<crate::event::NewEvent>),
     /// Those of a batch the writer keeps (to plan it again in another transaction): only
     /// encoded, never copied.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "only the PostgreSQL writer keeps its batches")
+    )]
     Kept(&'e [crate::event::NewEvent]),
 }
 
@@ -123,6 +131,7 @@ enum Events<'e> {
 ///
 /// # Errors
 /// As [`plan`].
+#[cfg(feature = "postgres")]
 pub(crate) fn plan_kept(
     tables: &mut impl PlanState,
     counters: Counters,
@@ -236,7 +245,7 @@ impl Plan {
         Ok(())
     }
 
-    /// [`Plan::event`] of an event read in place ([`plan_kept`]): framed, not kept.
+    /// [`Plan::event`] of an event read in place (`plan_kept`): framed, not kept.
     fn kept_event(
         &mut self,
         tables: &mut impl PlanState,

@@ -227,6 +227,13 @@ impl StoreMetrics {
         self.1.borrow().clone()
     }
 
+    /// [`StoreMetrics::database`] while the database does not answer; `None` while it does
+    /// (copying nothing: what every write asks before it queues).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn database_down(&self) -> Option<DatabaseState> {
+        self.1.borrow().as_ref().filter(|s| !s.reachable).cloned()
+    }
+
     /// Every change of [`StoreMetrics::database`], as it happens: what a wait that needs the
     /// database (a read, a caller waiting for a thread) watches to end at once with
     /// [`DatabaseState::unavailable`] when it stops answering.

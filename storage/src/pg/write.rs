@@ -261,7 +261,7 @@ fn run(
 /// [`Error::Unavailable`] once the database has not answered for
 /// [`crate::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`] (a shorter outage costs writes a delay).
 pub(crate) fn waited_out(metrics: &StoreMetrics) -> Option<Error> {
-    let state = metrics.database()?;
+    let state = metrics.database_down()?;
     let down_ms = crate::telemetry::now_ms().saturating_sub(state.since_ms);
     let max_ms = crate::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX.as_millis();
     if u128::from(down_ms) < max_ms {
