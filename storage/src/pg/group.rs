@@ -51,10 +51,10 @@ pub(super) fn append_all(
     let mut outcomes = Vec::with_capacity(batches.len());
     for (batch, events) in batches {
         match plan_kept(&mut state, *counters, batch, events) {
-            Ok(planned) => {
+            Ok(mut planned) => {
                 *counters = planned.counters;
-                outcomes.push(Ok(planned.appended.clone()));
-                state.absorb(&planned);
+                outcomes.push(Ok(std::mem::take(&mut planned.appended)));
+                state.absorb(&mut planned);
                 state.queues.absorb(&planned.queue_writes)?;
                 writes.add(planned)?;
             }
@@ -63,7 +63,8 @@ pub(super) fn append_all(
             Err(refused) => outcomes.push(Err(refused)),
         }
     }
-    writes.write(state.tx, state.xid, &state.before(), &state.threads, &state.locks)?;
+    let before = Before { threads: &state.stored_threads, locks: &state.stored_locks };
+    writes.write(state.tx, state.xid, &before, &state.threads, &state.locks)?;
     super::queues::write(state.tx, &writes.queues)?;
     Ok(outcomes)
 }
@@ -287,19 +288,13 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
         Ok(())
     }
 
-    /// Which rows were stored before the group.
-    fn before(&self) -> Before {
-        Before { threads: self.stored_threads.clone(), locks: self.stored_locks.clone() }
-    }
-
-    /// Takes in what a planned batch leaves: later batches see it.
-    fn absorb(&mut self, planned: &Plan) {
-        for (id, stored) in &planned.threads {
+    /// Takes in what a planned batch leaves: later batches see it. The plan's thread records
+    /// move here (the group writes them from here at its end: [`Writes::write`]).
+    fn absorb(&mut self, planned: &mut Plan) {
+        for (id, stored) in std::mem::take(&mut planned.threads) {
             // The seq-index tail is redb's; a thread is stored here without one.
-            let stored = (**stored)
-                .as_ref()
-                .map(|s| StoredThread { record: s.record.clone(), tail: Vec::new() });
-            self.threads.insert(id.clone(), stored);
+            let stored = (*stored).map(|s| StoredThread { record: s.record, tail: Vec::new() });
+            self.threads.insert(id, stored);
         }
         for (name, lock) in &planned.locks {
             self.locks.insert(name.clone(), lock.clone());
@@ -432,10 +427,10 @@ impl crate::plan_queue::QueueReads for Cached<'_, '_, '_> {
 }
 
 /// The rows stored before the group: written again with `UPDATE`, the others inserted.
-pub(super) struct Before {
+pub(super) struct Before<'c> {
     /// Each thread stored before the group, with its labels.
-    pub threads: HashMap<ThreadId, Labels>,
-    pub locks: HashSet<String>,
+    pub threads: &'c HashMap<ThreadId, Labels>,
+    pub locks: &'c HashSet<String>,
 }
 
 /// What the group writes, gathered from its planned batches.
@@ -487,7 +482,7 @@ impl Writes {
         &self,
         tx: &mut Tx<'_, '_>,
         xid: i64,
-        before: &Before,
+        before: &Before<'_>,
         threads: &HashMap<ThreadId, Option<StoredThread>>,
         locks: &HashMap<String, Option<LockRecord>>,
     ) -> Result<(), Error> {
@@ -553,7 +548,7 @@ impl Writes {
         tx.execute_all(&statements).map_err(&op)?;
         write_locks(
             tx,
-            &before.locks,
+            before.locks,
             self.locks.iter().map(|name| (name.as_str(), locks.get(name).and_then(Option::as_ref))),
         )?;
         super::signals::insert(tx, &self.signals)?;
