@@ -114,18 +114,7 @@ impl RecordKind {
 /// # Ok::<(), cairn_storage::Error>(())
 /// ```
 pub fn encode_event(event: &Event) -> Result<Vec<u8>, Error> {
-    // The variable-length fields plus room for the fixed ones: one allocation, no regrowth.
-    let hint = 64
-        + event.thread.as_str().len()
-        + event.node.as_ref().map_or(0, String::len)
-        + event.summary.len()
-        + event.data.len();
-    match &event.correlation {
-        None => encode(RecordKind::Event, event, hint),
-        Some(correlation) => {
-            encode(RecordKind::CorrelatedEvent, &(event, correlation), hint + correlation.len())
-        }
-    }
+    encode_view(&crate::event::EventView::of_event(event), event.correlation.as_ref())
 }
 
 /// The record of `new` placed at `bookmark`: the bytes [`encode_event`] makes of the event
@@ -135,14 +124,22 @@ pub(crate) fn encode_new_event(
     new: &crate::event::NewEvent,
     bookmark: crate::ids::Bookmark,
 ) -> Result<Vec<u8>, Error> {
-    let view = crate::event::EventView::of(new, bookmark);
+    encode_view(&crate::event::EventView::of(new, bookmark), new.correlation.as_ref())
+}
+
+/// An event's record: kind 1, or kind 7 with its correlation id after the fields.
+fn encode_view(
+    view: &crate::event::EventView<'_>,
+    correlation: Option<&String>,
+) -> Result<Vec<u8>, Error> {
+    // The variable-length fields plus room for the fixed ones: one allocation, no regrowth.
     let hint = 64
-        + new.thread.as_str().len()
-        + new.node.as_ref().map_or(0, String::len)
-        + new.summary.len()
-        + new.data.len();
-    match &new.correlation {
-        None => encode(RecordKind::Event, &view, hint),
+        + view.thread.as_str().len()
+        + view.node.map_or(0, str::len)
+        + view.summary.len()
+        + view.data.len();
+    match correlation {
+        None => encode(RecordKind::Event, view, hint),
         Some(correlation) => {
             encode(RecordKind::CorrelatedEvent, &(view, correlation), hint + correlation.len())
         }
@@ -659,8 +656,9 @@ mod tests {
         Event::sample(Bookmark { seq: Seq(1), lsn: Lsn(1), at_ms: 0 }, Vec::new())
     }
 
-    /// A new event encoded in place is byte for byte the event it becomes, encoded: with and
-    /// without a node, a payload, data and a correlation id.
+    /// A new event encoded in place is byte for byte the event it becomes, encoded (and as the
+    /// derived `Serialize` of `Event` encodes it): with and without a node, a payload, data and
+    /// a correlation id.
     #[test]
     fn a_new_event_encodes_in_place_as_the_event_it_becomes() {
         let payload = crate::ids::PayloadRef::of(b"body");
@@ -685,6 +683,12 @@ mod tests {
             let event = Event::from_new(new.clone(), bookmark.seq, bookmark.lsn);
             let in_place = encode_new_event(&new, bookmark).expect("encode in place");
             assert_eq!(in_place, encode_event(&event).expect("encode"), "{new:?}");
+            // The view serializes as `Event`'s own derive does, field for field.
+            let derived = match &event.correlation {
+                None => encode(RecordKind::Event, &event, 0),
+                Some(c) => encode(RecordKind::CorrelatedEvent, &(&event, c), 0),
+            };
+            assert_eq!(in_place, derived.expect("encode the event itself"), "{new:?}");
             assert_eq!(decode_event(&in_place).expect("decode"), event);
         }
     }

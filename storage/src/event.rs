@@ -163,9 +163,10 @@ pub struct Event {
     pub correlation: Option<String>,
 }
 
-/// An [`Event`] as it serializes, borrowing its fields from the [`NewEvent`] it is made of: a
-/// stored event's bytes without a copy of the event (`codec::encode_new_event`; a test holds
-/// the two encodings equal).
+/// An [`Event`]'s fields as its record holds them, borrowed from the event or from the
+/// [`NewEvent`] it is made of (`codec::encode_event`, `codec::encode_new_event`): a stored
+/// event's bytes without a copy of the event. Serialized as `Event` is, field for field (a test
+/// holds the two encodings equal).
 #[derive(Serialize)]
 pub(crate) struct EventView<'a> {
     pub bookmark: Bookmark,
@@ -180,6 +181,20 @@ pub(crate) struct EventView<'a> {
 }
 
 impl<'a> EventView<'a> {
+    /// A stored event's fields.
+    pub(crate) fn of_event(event: &'a Event) -> EventView<'a> {
+        EventView {
+            bookmark: event.bookmark,
+            thread: &event.thread,
+            kind: event.kind,
+            node: event.node.as_deref(),
+            status: event.status,
+            summary: &event.summary,
+            payload: event.payload,
+            data: &event.data,
+        }
+    }
+
     /// `new` at `bookmark`.
     pub(crate) fn of(new: &'a NewEvent, bookmark: Bookmark) -> EventView<'a> {
         EventView {
