@@ -160,12 +160,12 @@ fn plan_events(
     mut batch: Batch,
     events: Events<'_>,
 ) -> Result<Plan, Error> {
-    let len = match &events {
-        Events::Owned(events) => events.len(),
-        Events::Kept(events) => events.len(),
+    let (len, logged) = match &events {
+        Events::Owned(events) => (events.len(), events.len()),
+        Events::Kept(events) => (events.len(), 0),
     };
     let mut plan = Plan {
-        log: Vec::with_capacity(if matches!(events, Events::Owned(_)) { len } else { 0 }),
+        log: Vec::with_capacity(logged),
         appended: Appended { bookmarks: Vec::with_capacity(len), ..Appended::default() },
         counters,
         wakes: std::mem::take(&mut batch.wakes),

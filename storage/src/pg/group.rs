@@ -110,12 +110,13 @@ pub(super) fn begin<'t, 'a, 'b>(
     batches: &[&Batch],
 ) -> Result<Begun<'t, 'a, 'b>, Error> {
     let named = Named::of(batches);
-    let ids: Vec<&str> = named.ids.into_iter().collect();
+    let threads: Vec<&ThreadId> = named.ids.into_iter().collect();
+    let ids: Vec<&str> = threads.iter().map(|t| t.as_str()).collect();
     let names: Vec<&str> = named.names.into_iter().collect();
     let owners: Vec<&str> = named.owners.into_iter().collect();
     let ending: Vec<&str> = named.ending.into_iter().collect();
     let clock = tx.prepared(CLOCK_SQL).map_err(pg_error("begin"))?;
-    let threads =
+    let threads_sql =
         prepared_if(tx, !ids.is_empty(), THREADS_SQL).map_err(pg_error("read threads"))?;
     let locks = prepared_if(tx, !names.is_empty() || !owners.is_empty(), LOCKS_SQL)
         .map_err(pg_error("read locks"))?;
@@ -124,11 +125,11 @@ pub(super) fn begin<'t, 'a, 'b>(
     let client = tx.client;
     let (thread_params, lock_params, member_params) =
         ([&ids as _], [&names as _, &owners as _], [&ending as _]);
-    let (began, clock, threads, locks, members) = client.wait(async {
+    let (began, clock, threads_read, locks, members) = client.wait(async {
         futures::join!(
             client.batch_execute("BEGIN"),
             client.query_opt(&clock, &[]),
-            rows_of(client, threads.as_ref(), &thread_params),
+            rows_of(client, threads_sql.as_ref(), &thread_params),
             rows_of(client, locks.as_ref(), &lock_params),
             rows_of(client, members.as_ref(), &member_params),
         )
@@ -136,11 +137,11 @@ pub(super) fn begin<'t, 'a, 'b>(
     began.map_err(pg_error("begin"))?;
     let clock = clock.map_err(pg_error("begin"))?.ok_or(Error::Closed)?;
     let (now_ms, xid) = (super::from_db(clock.get(0))?, clock.get(1));
-    let threads = threads.map_err(pg_error("read threads"))?;
+    let thread_rows = threads_read.map_err(pg_error("read threads"))?;
     let locks = locks.map_err(pg_error("read locks"))?;
     let members = members.map_err(pg_error("read queue members"))?;
     let mut rows = Cached::fresh(tx, xid);
-    rows.take_threads(&ids, &threads)?;
+    rows.take_threads(&threads, &thread_rows)?;
     rows.take_locks(&names, &owners, &locks)?;
     super::queues::take_members(&mut rows.queues, &ending, &members)?;
     Ok(Begun { now_ms, xid, rows })
@@ -171,7 +172,7 @@ async fn rows_of(
 /// and the threads they end (each leaves its queue, if it is in one: `plan_queue.rs`).
 #[derive(Default)]
 struct Named<'b> {
-    ids: BTreeSet<&'b str>,
+    ids: BTreeSet<&'b ThreadId>,
     names: BTreeSet<&'b str>,
     owners: BTreeSet<&'b str>,
     ending: BTreeSet<&'b str>,
@@ -181,13 +182,13 @@ impl<'b> Named<'b> {
     fn of(batches: &[&'b Batch]) -> Self {
         let mut named = Named::default();
         for b in batches.iter().copied() {
-            named.ids.extend(b.all_guards().map(|g| g.thread().as_str()));
-            named.ids.extend(b.threads.iter().map(|t| t.id.as_str()));
-            named.ids.extend(b.events.iter().map(|e| e.thread.as_str()));
-            named.ids.extend(b.checkpoints.iter().map(|c| c.thread.as_str()));
-            named.ids.extend(b.all_leases().map(|l| l.thread().as_str()));
-            named.ids.extend(b.signals.iter().map(|s| s.thread.as_str()));
-            named.ids.extend(b.copied_signals.iter().map(|s| s.thread.as_str()));
+            named.ids.extend(b.all_guards().map(|g| g.thread()));
+            named.ids.extend(b.threads.iter().map(|t| &t.id));
+            named.ids.extend(b.events.iter().map(|e| &e.thread));
+            named.ids.extend(b.checkpoints.iter().map(|c| &c.thread));
+            named.ids.extend(b.all_leases().map(|l| l.thread()));
+            named.ids.extend(b.signals.iter().map(|s| &s.thread));
+            named.ids.extend(b.copied_signals.iter().map(|s| &s.thread));
             for op in &b.locks {
                 match op {
                     LockOp::Acquire { name, .. }
@@ -246,14 +247,24 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
         }
     }
 
-    /// Takes in the thread rows [`THREADS_SQL`] read for `ids` (an id without a row is not
-    /// stored), each checked against the transaction's id.
-    fn take_threads(&mut self, ids: &[&str], rows: &[tokio_postgres::Row]) -> Result<(), Error> {
+    /// Takes in the thread rows [`THREADS_SQL`] read for `ids` (in order; an id without a row
+    /// is not stored), each checked against the transaction's id. The batches' ids are shared,
+    /// not made again from the rows.
+    fn take_threads(
+        &mut self,
+        ids: &[&ThreadId],
+        rows: &[tokio_postgres::Row],
+    ) -> Result<(), Error> {
         for id in ids {
-            self.threads.insert(ThreadId::new(*id)?, None);
+            self.threads.insert((*id).clone(), None);
         }
         for row in rows {
-            let id = ThreadId::new(row.get::<_, &str>(0))?;
+            let text: &str = row.get(0);
+            let id = match ids.binary_search_by(|id| id.as_str().cmp(text)) {
+                Ok(at) => ids[at].clone(),
+                // Not asked for: only a damaged index returns it.
+                Err(_) => ThreadId::new(text)?,
+            };
             Conflict::check(id.as_str(), row.get(2), self.xid)?;
             let record = decode_thread(&id, row.get(1))?;
             self.stored_threads.insert(id.clone(), record.labels.clone());

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_postgres::Row;
 
 use super::pg_error;
 use super::pool::Readers;
@@ -101,8 +102,8 @@ async fn serve(readers: Readers, mut waiting: mpsc::Receiver<Lookup>) {
     }
 }
 
-/// The stored rows of the ids of `lookups`, each id once: (id, record bytes).
-fn read_all(readers: &Readers, lookups: &[Lookup]) -> Reading<Vec<(String, Vec<u8>)>> {
+/// The stored rows (id, record) of the ids of `lookups`, each id once.
+fn read_all(readers: &Readers, lookups: &[Lookup]) -> Reading<Vec<Row>> {
     let mut ids: Vec<String> = lookups.iter().map(|l| l.id.as_str().to_owned()).collect();
     ids.sort_unstable();
     ids.dedup();
@@ -111,14 +112,13 @@ fn read_all(readers: &Readers, lookups: &[Lookup]) -> Reading<Vec<(String, Vec<u
         let ids = ids.clone();
         Box::pin(async move {
             let sql = "SELECT id, record FROM cairn_threads WHERE id = ANY($1)";
-            let rows = query(c, sql, &[&*ids]).await.map_err(pg_error("read thread"))?;
-            Ok(rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, Vec<u8>>(1))).collect())
+            query(c, sql, &[&*ids]).await.map_err(pg_error("read thread"))
         })
     })
 }
 
 /// Answers each of `lookups` from `rows` (or with the query's error).
-fn answer(lookups: Vec<Lookup>, rows: Result<Vec<(String, Vec<u8>)>, Error>) {
+fn answer(lookups: Vec<Lookup>, rows: Result<Vec<Row>, Error>) {
     let rows = match rows {
         Ok(rows) => rows,
         Err(e) => {
@@ -128,7 +128,7 @@ fn answer(lookups: Vec<Lookup>, rows: Result<Vec<(String, Vec<u8>)>, Error>) {
             return;
         }
     };
-    let stored: HashMap<String, Vec<u8>> = rows.into_iter().collect();
+    let stored: HashMap<&str, &[u8]> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     for Lookup { id, answer } in lookups {
         let record = stored.get(id.as_str()).map(|bytes| decode_thread(&id, bytes)).transpose();
         // The caller may have gone away meanwhile: nobody to tell.
